@@ -1,0 +1,63 @@
+"""hermes_store: a conversation store for AI agents.
+
+SQLAlchemy 2.x models, an Alembic history (revisions 0001–0011) and a drop-in
+``SessionDB`` for Hermes Agent's ``state.db``. Quick start::
+
+    from hermes_store import SessionDB
+
+    db = SessionDB()                      # $HERMES_HOME/state.db, else ~/.hermes/state.db
+    db.create_session("s1", source="cli")
+    db.append_message("s1", role="user", content="hello")
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hermes_store.engine import create_engine, write_engine
+from hermes_store.errors import (
+    CorruptDatabase,
+    ReadOnlyStore,
+    SchemaError,
+    SearchUnavailable,
+    StorageFull,
+    StoreError,
+    UnsafePath,
+    WriteConflict,
+)
+from hermes_store.migrate import current_revision, downgrade, ensure_schema, upgrade
+from hermes_store.paths import default_db_path
+
+if TYPE_CHECKING:
+    from hermes_store.facade import SessionDB
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CorruptDatabase",
+    "ReadOnlyStore",
+    "SchemaError",
+    "SearchUnavailable",
+    "SessionDB",
+    "StorageFull",
+    "StoreError",
+    "UnsafePath",
+    "WriteConflict",
+    "__version__",
+    "create_engine",
+    "current_revision",
+    "default_db_path",
+    "downgrade",
+    "ensure_schema",
+    "upgrade",
+    "write_engine",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # SessionDB pulls in the repositories and search; load it on first use only.
+    if name == "SessionDB":
+        from hermes_store.facade import SessionDB
+
+        return SessionDB
+    raise AttributeError(f"module 'hermes_store' has no attribute {name!r}")

@@ -1,0 +1,174 @@
+"""Value encodings shared with upstream Hermes' ``state.db``.
+
+Both programs may read and write the same database file, so every value that is not a
+plain column type is encoded exactly as the other side expects:
+
+* message ``content`` that is a list, dict or other JSON value is stored as the sentinel
+  :data:`CONTENT_JSON_PREFIX` followed by its JSON text;
+* the JSON columns (``tool_calls``, ``reasoning_details``, the ``codex_*`` items,
+  ``sessions.model_config``) hold plain JSON text, and a falsy value is stored as NULL.
+
+Everything here is pure: no database access, no I/O apart from logging.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+__all__ = [
+    "CONTENT_JSON_PREFIX",
+    "content_text_for_context",
+    "count_tool_calls",
+    "decode_content",
+    "decode_json_or",
+    "decode_tool_calls",
+    "encode_content",
+    "encode_json",
+    "preview_text",
+    "text_parts",
+]
+
+logger = logging.getLogger(__name__)
+
+CONTENT_JSON_PREFIX = "\x00json:"
+"""Marks message content that was JSON-encoded because it was not a plain scalar."""
+
+MULTIMODAL_PLACEHOLDER = "[multimodal content]"
+"""Search-context text for list content that has no text parts at all."""
+
+
+def encode_content(value: object) -> object:
+    """Encode a message's ``content`` for the ``messages.content`` column.
+
+    ``None``, ``str``, ``int``, ``float`` and ``bytes`` are returned unchanged; the driver
+    binds them natively (numbers are then stored as text by the column's TEXT affinity,
+    and ``bool`` counts as an ``int``). Any other JSON-serialisable value becomes
+    ``CONTENT_JSON_PREFIX + json.dumps(value, ensure_ascii=False)``, so a tuple reads back
+    as a list. A value that JSON cannot encode is stored as ``str(value)``.
+    """
+    if value is None or isinstance(value, str | int | float | bytes):
+        return value
+    try:
+        return CONTENT_JSON_PREFIX + json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        # Upstream never refuses a message because of its content; a lossy string is
+        # better than dropping the turn.
+        return str(value)
+
+
+def decode_content(value: object) -> object:
+    """Decode a ``messages.content`` value read from the database.
+
+    A string that starts with :data:`CONTENT_JSON_PREFIX` is JSON-decoded; if that fails a
+    warning is logged and the raw string is returned. Every other value is returned as is.
+    """
+    if isinstance(value, str) and value.startswith(CONTENT_JSON_PREFIX):
+        try:
+            return json.loads(value[len(CONTENT_JSON_PREFIX) :])
+        except ValueError:
+            logger.warning("could not decode JSON message content; returning it raw")
+            return value
+    return value
+
+
+def encode_json(value: object) -> str | None:
+    """Encode a value for one of the JSON text columns.
+
+    Falsy values (``None``, ``[]``, ``{}``, ``""``, ``0``, ``False``) become ``None`` so they
+    are stored as NULL, as upstream does. Anything else is ``json.dumps`` with the default
+    separators but ``ensure_ascii=False``: non-ASCII text stays readable UTF-8, which
+    keeps CJK inside tool-call arguments searchable (contract §4.3).
+
+    :raises TypeError: if ``value`` is truthy but not JSON-serialisable.
+    """
+    if not value:
+        return None
+    return json.dumps(value, ensure_ascii=False)
+
+
+def decode_json_or(raw: str | bytes | bytearray | None, fallback: Any) -> Any:
+    """Decode a JSON text column, with upstream's read rules.
+
+    Returns ``None`` when ``raw`` is falsy (NULL or empty), the decoded value when it is
+    valid JSON (ASCII-escaped text written by upstream and UTF-8 text written by us both
+    decode), and ``fallback`` with a logged warning when it is not.
+    """
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except (TypeError, ValueError):
+        logger.warning("could not decode a JSON column value; using %r instead", fallback)
+        return fallback
+
+
+def decode_tool_calls(raw: str | bytes | bytearray | None) -> Any:
+    """Decode ``messages.tool_calls``: ``None`` when empty, ``[]`` when not valid JSON."""
+    return decode_json_or(raw, [])
+
+
+def count_tool_calls(tool_calls: object) -> int:
+    """How much a message's ``tool_calls`` adds to ``sessions.tool_call_count``.
+
+    The length of a list; 0 for ``None``; 1 for any other value, even ``{}`` or ``""``,
+    because upstream counts any non-list value as a single call.
+    """
+    if tool_calls is None:
+        return 0
+    if isinstance(tool_calls, list):
+        return len(tool_calls)
+    return 1
+
+
+def text_parts(parts: list[Any]) -> list[str]:
+    """Return the non-empty text pieces of multimodal content, in order.
+
+    A piece is either a plain string or a ``{"type": "text", "text": ...}`` dict; images
+    and other part types are skipped.
+    """
+    found: list[str] = []
+    for part in parts:
+        if isinstance(part, str):
+            text = part
+        elif isinstance(part, dict) and part.get("type") == "text":
+            candidate = part.get("text")
+            text = candidate if isinstance(candidate, str) else ""
+        else:
+            continue
+        if text:
+            found.append(text)
+    return found
+
+
+def content_text_for_context(value: object) -> str:
+    """Text of already decoded content, for a search hit's ``context`` entries.
+
+    A string is returned as is; a list gives its text parts joined by spaces, or
+    ``"[multimodal content]"`` when it has none; anything else gives ``""``. Cutting the
+    text to 200 characters is left to the caller.
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return " ".join(text_parts(value)) or MULTIMODAL_PLACEHOLDER
+    return ""
+
+
+def preview_text(value: object) -> str:
+    """Text of a stored first user message, for session-list previews.
+
+    Takes the raw column value. Plain string content is returned as is. Sentinel-encoded
+    list content gives its text parts joined by spaces, where upstream gives ``""``
+    (contract §4.11). Anything else (NULL, bytes, an encoded dict, undecodable JSON) gives
+    ``""``.
+    """
+    if not isinstance(value, str):
+        return ""
+    if not value.startswith(CONTENT_JSON_PREFIX):
+        return value
+    decoded = decode_content(value)
+    if isinstance(decoded, list):
+        return " ".join(text_parts(decoded))
+    return ""

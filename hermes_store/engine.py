@@ -1,0 +1,205 @@
+"""Engines: how hermes_store connects to SQLite (and PostgreSQL).
+
+SQLite needs three things pysqlite does not give by default:
+
+* Transactions that we begin ourselves. pysqlite's legacy mode issues its own ``BEGIN``
+  lazily and never around DDL, which breaks both ``BEGIN IMMEDIATE`` and transactional
+  migrations. We switch the driver to autocommit on connect and emit ``BEGIN`` in the
+  engine's ``begin`` event (SQLAlchemy's documented pysqlite recipe).
+* Writers that take the write lock up front. A write engine (``write_engine(engine)``)
+  begins with ``BEGIN IMMEDIATE`` so lock contention surfaces at ``BEGIN`` where the
+  unit of work can retry it, instead of half-way through a transaction; reads begin a
+  plain deferred transaction and never block writers in WAL mode.
+* Per-connection pragmas: WAL (falling back to ``DELETE`` where WAL cannot work),
+  ``foreign_keys``, a 1 s busy timeout and ``recursive_triggers``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Engine, make_url
+
+from hermes_store.errors import UnsafePath
+from hermes_store.paths import default_db_path
+
+BUSY_TIMEOUT_S = 1.0
+_WRITE_OPTION = "hermes_store_write"
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+class JournalModeWarning(UserWarning):
+    """WAL could not be enabled and the store fell back to the rollback journal."""
+
+
+def resolve_url(target: str | os.PathLike[str] | URL | None = None) -> URL:
+    """Turn a path, a SQLAlchemy URL (string or object) or ``None`` into a URL.
+
+    ``None`` means the default database, ``$HERMES_HOME/state.db`` resolved now.
+    A string containing ``://`` is a URL; anything else is a filesystem path.
+    """
+    if isinstance(target, URL):
+        return target
+    if target is None:
+        return _sqlite_url(default_db_path())
+    if isinstance(target, str) and "://" in target:
+        return make_url(target)
+    return _sqlite_url(Path(target))
+
+
+def _sqlite_url(path: Path) -> URL:
+    return URL.create("sqlite", database=str(path.expanduser()))
+
+
+def sqlite_path(url: URL) -> Path | None:
+    """The file a SQLite URL points at, or ``None`` for in-memory and non-SQLite URLs."""
+    if url.get_backend_name() != "sqlite":
+        return None
+    database = url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def prepare_sqlite_file(path: Path) -> None:
+    """Create the database file owner-only (0600) before SQLite opens it.
+
+    SQLite gives the ``-wal`` and ``-shm`` sidecars the permissions of the main file,
+    so creating the main file 0600 makes all three private. A symbolic link planted at
+    the path is refused rather than followed, so the store can never be tricked into
+    writing through it into another file. A directory the store creates is 0700.
+    """
+    if path.is_symlink():
+        raise UnsafePath(
+            f"refusing to open {path}: it is a symbolic link; point the store at the real file"
+        )
+    parent = path.parent
+    if not parent.exists():
+        parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, FILE_MODE)
+    except FileExistsError:
+        return
+    except PermissionError:
+        # A read-only directory: let SQLite report what it can open, with our mapping.
+        return
+    os.close(fd)
+
+
+def create_engine(
+    target: str | os.PathLike[str] | URL | None = None, **engine_kwargs: Any
+) -> Engine:
+    """Create an engine for ``target`` (a path, a SQLAlchemy URL, or the default database).
+
+    For SQLite the file is created 0600 (with a 0700 directory when the store makes it),
+    and every connection gets WAL, ``foreign_keys=ON``, a 1 s busy timeout and
+    ``recursive_triggers=ON``. Transactions begun on this engine are deferred (reads);
+    use :func:`write_engine` for writes. Extra keyword arguments go to
+    :func:`sqlalchemy.create_engine`.
+    """
+    url = resolve_url(target)
+    if url.get_backend_name() == "sqlite":
+        return _create_sqlite_engine(url, **engine_kwargs)
+    return _create_server_engine(url, **engine_kwargs)
+
+
+def write_engine(engine: Engine) -> Engine:
+    """The same engine (same pool) whose transactions take the write lock at ``BEGIN``.
+
+    On SQLite this means ``BEGIN IMMEDIATE``; other backends take row locks as they go.
+    """
+    return engine.execution_options(**{_WRITE_OPTION: True})
+
+
+def _connect_args_for_sqlite() -> dict[str, Any]:
+    args: dict[str, Any] = {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
+    if sys.version_info >= (3, 12):
+        # Pin the mode our recipe is written for; Python's default is due to change.
+        args["autocommit"] = sqlite3.LEGACY_TRANSACTION_CONTROL
+    return args
+
+
+def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
+    path = sqlite_path(url)
+    if path is not None:
+        prepare_sqlite_file(path)
+    connect_args = {**_connect_args_for_sqlite(), **engine_kwargs.pop("connect_args", {})}
+    engine = sa.create_engine(url, connect_args=connect_args, **engine_kwargs)
+    journal = _JournalModeState()
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Hand transaction control to SQLAlchemy's begin event (pysqlite recipe).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            journal.apply(cursor, path)
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+            # Without this, REPLACE-style deletes skip the FTS delete triggers.
+            cursor.execute("PRAGMA recursive_triggers=ON")
+        finally:
+            cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(connection: sa.Connection) -> None:
+        if connection.get_execution_options().get(_WRITE_OPTION):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            connection.exec_driver_sql("BEGIN")
+
+    return engine
+
+
+class _JournalModeState:
+    """Turns WAL on for each connection, warning once per engine if it must fall back."""
+
+    def __init__(self) -> None:
+        self.warned = False
+
+    def apply(self, cursor: sqlite3.Cursor, path: Path | None) -> None:
+        if path is None:
+            return
+        try:
+            row = cursor.execute("PRAGMA journal_mode=WAL").fetchone()
+            mode = str(row[0]).lower() if row else ""
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc).lower() or getattr(exc, "sqlite_errorname", "") in (
+                "SQLITE_BUSY",
+                "SQLITE_LOCKED",
+            ):
+                raise
+            mode = f"error: {exc}"
+        if mode == "wal":
+            return
+        cursor.execute("PRAGMA journal_mode=DELETE")
+        if not self.warned:
+            self.warned = True
+            warnings.warn(
+                f"WAL journal mode is unavailable for {path} ({mode or 'refused'}); "
+                "using journal_mode=DELETE — readers and writers will block each other more",
+                JournalModeWarning,
+                stacklevel=2,
+            )
+
+
+def _create_server_engine(url: URL, **engine_kwargs: Any) -> Engine:
+    if url.get_backend_name() == "postgresql" and url.get_driver_name() in ("", "psycopg2"):
+        # psycopg 3 is the driver we ship an extra for.
+        url = url.set(drivername="postgresql+psycopg")
+    engine_kwargs.setdefault("pool_pre_ping", True)
+    return sa.create_engine(url, **engine_kwargs)
+
+
+def file_mode(path: Path) -> int:
+    """The permission bits of ``path`` (for diagnostics and tests)."""
+    return stat.S_IMODE(path.stat().st_mode)

@@ -1,0 +1,61 @@
+"""Classifying database errors by SQLite's error code, not by message text.
+
+Messages change between SQLite releases and locales; ``sqlite_errorname`` does not.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from sqlalchemy import exc as sa_exc
+
+from hermes_store.errors import CorruptDatabase, ReadOnlyStore, StorageFull, StoreError
+
+# SQLite's primary result codes, for drivers that report only the number.
+_LOCK_CODES = {5, 6}
+
+
+def sqlite_error_name(error: BaseException) -> str:
+    """SQLite's symbolic error name (``SQLITE_BUSY_SNAPSHOT`` …) of ``error``, or ``""``."""
+    original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
+    if isinstance(original, sqlite3.Error):
+        return str(getattr(original, "sqlite_errorname", "") or "")
+    return ""
+
+
+def is_lock_error(error: BaseException) -> bool:
+    """True when ``error`` means another connection holds the lock (busy or locked)."""
+    original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
+    if not isinstance(original, sqlite3.OperationalError):
+        return False
+    name = sqlite_error_name(original)
+    if name:
+        return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+    code = getattr(original, "sqlite_errorcode", None)
+    return code is not None and (code & 0xFF) in _LOCK_CODES
+
+
+def translate(error: BaseException, operation: str) -> BaseException:
+    """Map a driver error to the ``StoreError`` subclass that tells the user what to do.
+
+    Errors without a meaning of their own are returned unchanged.
+    """
+    name = sqlite_error_name(error)
+    if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")):
+        return ReadOnlyStore(
+            f"cannot write the database while {operation}: the file or its directory is "
+            f"read-only or not accessible ({name}); fix the permissions or open a writable copy"
+        )
+    if name.startswith("SQLITE_FULL"):
+        return StorageFull(
+            f"the disk holding the database is full while {operation} ({name}); free space "
+            "and retry — nothing already committed was lost"
+        )
+    if name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB":
+        return CorruptDatabase(
+            f"the database file is damaged or not a SQLite database while {operation} ({name}); "
+            "restore a backup or run 'hermes-store doctor'"
+        )
+    if name.startswith("SQLITE_IOERR"):
+        return StoreError(f"I/O error while {operation} ({name}): {error}")
+    return error

@@ -1,0 +1,184 @@
+"""Bringing a database to the schema this release expects.
+
+``ensure_schema`` runs whenever a store opens. On an up-to-date database it costs one
+query and never imports Alembic (a CLI opens the store on every command). Otherwise it
+runs the Alembic history — adopting legacy upstream databases on the way — inside one
+write transaction: on SQLite that is ``BEGIN IMMEDIATE``, so concurrent first opens
+queue up instead of migrating twice, and a crash mid-way leaves the file as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from hermes_store.engine import create_engine, write_engine
+from hermes_store.legacy import HEAD_REVISION, HEAD_VERSION, REVISIONS, NewerSchemaWarning
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from sqlalchemy.engine import URL
+
+
+@dataclass(frozen=True)
+class SchemaState:
+    """What one cheap query says about a database's schema."""
+
+    revision: str | None
+    legacy_version: int | None
+
+    @property
+    def at_head(self) -> bool:
+        """True when Alembic's revision is ours and the newest."""
+        return self.revision == HEAD_REVISION
+
+    @property
+    def newer(self) -> bool:
+        """True when a newer release (ours or upstream's) has written this schema."""
+        revision_newer = self.revision is not None and self.revision not in REVISIONS
+        legacy_newer = self.legacy_version is not None and self.legacy_version > HEAD_VERSION
+        return revision_newer or legacy_newer
+
+
+def read_schema_state(engine: Engine) -> SchemaState:
+    """Read the Alembic revision and upstream's ``schema_version`` in one query.
+
+    Missing tables read as ``None``. Opens its own short read transaction.
+    """
+    query = (
+        "SELECT (SELECT version_num FROM alembic_version LIMIT 1), "
+        "(SELECT MAX(version) FROM schema_version)"
+    )
+    try:
+        with engine.connect() as connection:
+            row = connection.exec_driver_sql(query).one()
+            return SchemaState(row[0], None if row[1] is None else int(row[1]))
+    except sa.exc.OperationalError as exc:
+        _raise_if_not_missing_table(exc)
+    except sa.exc.ProgrammingError:
+        pass  # PostgreSQL: undefined table
+    return _read_state_table_by_table(engine)
+
+
+def _raise_if_not_missing_table(exc: sa.exc.OperationalError) -> None:
+    if "no such table" not in str(exc.orig):
+        from hermes_store.errors_map import translate
+
+        raise translate(exc, "reading the schema version") from exc
+
+
+def _read_state_table_by_table(engine: Engine) -> SchemaState:
+    with engine.connect() as connection:
+        tables = set(sa.inspect(connection).get_table_names())
+        revision = None
+        legacy_version = None
+        if "alembic_version" in tables:
+            revision = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+        if "schema_version" in tables:
+            value = connection.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar()
+            legacy_version = None if value is None else int(value)
+        return SchemaState(revision, legacy_version)
+
+
+def ensure_schema(engine: Engine) -> SchemaState:
+    """Make sure the database is at head, migrating it if needed; return the final state.
+
+    A database newer than this release is used as it is, with a :class:`NewerSchemaWarning`.
+    """
+    state = read_schema_state(engine)
+    if state.at_head:
+        if state.newer:
+            _warn_newer(state)
+        return state
+    if state.newer:
+        _warn_newer(state)
+        return state
+    upgrade(engine)
+    return read_schema_state(engine)
+
+
+def _warn_newer(state: SchemaState) -> None:
+    warnings.warn(
+        f"database schema (revision {state.revision}, schema_version {state.legacy_version}) "
+        f"is newer than this hermes_store (revision {HEAD_REVISION}, version {HEAD_VERSION}); "
+        "using it as it is",
+        NewerSchemaWarning,
+        stacklevel=3,
+    )
+
+
+def migrations_path() -> str:
+    """Filesystem path of the shipped Alembic scripts (``hermes_store.migrations``)."""
+    return str(resources.files("hermes_store.migrations"))
+
+
+def alembic_config(url: URL | str | None = None, **attributes: Any) -> Config:
+    """An Alembic ``Config`` built in code (no ini file) for the shipped migrations."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", migrations_path())
+    if url is not None:
+        rendered = url if isinstance(url, str) else url.render_as_string(hide_password=False)
+        config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
+        config.cmd_opts = None
+    config.attributes["configure_logger"] = False
+    config.attributes.update(attributes)
+    return config
+
+
+def _as_engine(target: Engine | str | os.PathLike[str] | None) -> tuple[Engine, bool]:
+    if isinstance(target, Engine):
+        return target, False
+    return create_engine(target, poolclass=sa.pool.NullPool), True
+
+
+def _locked_write(connection: Connection) -> None:
+    """Serialise migrators: SQLite's BEGIN IMMEDIATE already holds the lock."""
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql("SELECT pg_advisory_xact_lock(8675309011)")
+
+
+def upgrade(target: Engine | str | os.PathLike[str] | None = None, revision: str = "head") -> None:
+    """Upgrade ``target`` (an engine, URL, path, or the default database) to ``revision``.
+
+    Legacy upstream databases are adopted first. The whole upgrade runs in one write
+    transaction, so it either completes or leaves the database as it was.
+    """
+    _run_alembic(target, "upgrade", revision)
+
+
+def downgrade(target: Engine | str | os.PathLike[str] | None, revision: str) -> None:
+    """Downgrade ``target`` to ``revision`` in one write transaction (every row kept)."""
+    _run_alembic(target, "downgrade", revision)
+
+
+def _run_alembic(target: Engine | str | os.PathLike[str] | None, verb: str, revision: str) -> None:
+    from alembic import command
+
+    engine, owned = _as_engine(target)
+    try:
+        with write_engine(engine).connect() as connection:
+            with connection.begin():
+                _locked_write(connection)
+                config = alembic_config(connection=connection)
+                getattr(command, verb)(config, revision)
+    finally:
+        if owned:
+            engine.dispose()
+
+
+def current_revision(target: Engine | str | os.PathLike[str] | None = None) -> str | None:
+    """The Alembic revision the database is at (``None`` for an empty or legacy database)."""
+    engine, owned = _as_engine(target)
+    try:
+        return read_schema_state(engine).revision
+    finally:
+        if owned:
+            engine.dispose()

@@ -1,0 +1,1 @@
+"""Message search: query sanitising, CJK detection, routing and the backend queries."""

@@ -1,0 +1,159 @@
+"""Alembic environment of hermes_store.
+
+What this adds to Alembic's stock ``env.py``, and why:
+
+* The URL comes from ``-x url=…``, then ``$HERMES_STORE_URL``, then the default
+  ``$HERMES_HOME/state.db`` (never from ``alembic.ini``, which holds no credentials).
+* The engine is built by :func:`hermes_store.engine.create_engine`, whose transactions
+  really begin (pysqlite recipe), so each revision's DDL commits or rolls back whole.
+* ``include_name`` keeps autogenerate and ``alembic check`` to our model tables: FTS5
+  virtual tables and their shadow tables must never be proposed for dropping.
+* Upstream's legacy ``schema_version`` row is kept equal to the revision number after
+  every step, up and down, online and in ``--sql`` output.
+* A legacy database (``schema_version`` without ``alembic_version``) is adopted: stamped
+  at the revision its objects really satisfy, then upgraded. A database from a newer
+  release is left untouched with a warning.
+* Programmatic callers may pass an ``Engine`` or a ``Connection`` in
+  ``config.attributes["connection"]`` (pytest-alembic passes an Engine).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import nullcontext
+from logging.config import fileConfig
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import context
+from sqlalchemy.engine import Connection, Engine
+
+from hermes_store import legacy
+from hermes_store.engine import create_engine, resolve_url, write_engine
+from hermes_store.models import Base
+
+config = context.config
+if config.config_file_name is not None and config.attributes.get("configure_logger", True):
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
+
+log = logging.getLogger("hermes_store.migrations")
+target_metadata = Base.metadata
+
+
+def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
+    """Limit autogenerate to the tables our models declare (FTS5 tables stay out)."""
+    if type_ == "table":
+        return name in target_metadata.tables
+    return True
+
+
+def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+    """Skip the ``started_at DESC`` index: Alembic cannot compare expression indexes.
+
+    Its definition is frozen in revision 0001 and checked by a test of the exact DDL.
+    """
+    return not (type_ == "index" and name == "idx_sessions_started")
+
+
+def drop_sqlite_primary_key_nullability(context: Any, revision: Any, directives: list[Any]) -> None:
+    """Ignore "nullable" on primary keys under SQLite.
+
+    Upstream declares ``id TEXT PRIMARY KEY`` without NOT NULL, which SQLite reflects as
+    nullable; the models (rightly) say a primary key is never NULL. The schema must stay
+    upstream's, so this one difference is not drift.
+    """
+    if context.dialect.name != "sqlite" or not directives:
+        return
+    for upgrade_ops in directives[0].upgrade_ops_list:
+        kept = []
+        for table_ops in upgrade_ops.ops:
+            inner = getattr(table_ops, "ops", None)
+            if inner is not None:
+                table_ops.ops = [op for op in inner if not _is_pk_nullability(table_ops.table_name, op)]
+                if not table_ops.ops:
+                    continue
+            kept.append(table_ops)
+        upgrade_ops.ops = kept
+
+
+def _is_pk_nullability(table_name: str, op: Any) -> bool:
+    table = target_metadata.tables.get(table_name)
+    column_name = getattr(op, "column_name", None)
+    if table is None or column_name not in table.c or not table.c[column_name].primary_key:
+        return False
+    if getattr(op, "modify_nullable", None) is None:
+        return False
+    others = (v for k, v in vars(op).items() if k.startswith("modify_") and k != "modify_nullable")
+    return all(v is None or v is False for v in others)
+
+
+def mirror_schema_version(ctx: Any, step: Any, heads: set[str], run_args: Any) -> None:
+    """Keep upstream's ``schema_version`` equal to the revision just reached."""
+    if not heads:
+        return  # at base: revision 0001's downgrade has dropped the table
+    version = legacy.version_of_revision(next(iter(heads)))
+    if version is None:
+        return
+    ctx.impl.execute(sa.text("DELETE FROM schema_version"))
+    ctx.impl.execute(sa.text(f"INSERT INTO schema_version (version) VALUES ({int(version)})"))
+
+
+def database_url() -> sa.URL:
+    """The target URL: ``-x url=…``, then ``$HERMES_STORE_URL``, then the default path."""
+    x_args = context.get_x_argument(as_dictionary=True)
+    configured = x_args.get("url") or os.environ.get("HERMES_STORE_URL")
+    return resolve_url(configured or None)
+
+
+def configure_options() -> dict[str, Any]:
+    """Options shared by the online and offline paths."""
+    return {
+        "target_metadata": target_metadata,
+        "include_name": include_name,
+        "include_object": include_object,
+        "process_revision_directives": drop_sqlite_primary_key_nullability,
+        "render_as_batch": True,
+        "transaction_per_migration": True,
+        "on_version_apply": [mirror_schema_version],
+    }
+
+
+def run_migrations_offline() -> None:
+    """Render the migrations as SQL (``alembic upgrade --sql``)."""
+    context.configure(
+        url=database_url(), literal_binds=True, dialect_opts={"paramstyle": "named"},
+        **configure_options(),
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    """Run the migrations against a live database."""
+    supplied = config.attributes.get("connection")
+    connectable: Engine | Connection
+    if supplied is None:
+        connectable = write_engine(create_engine(database_url(), poolclass=sa.pool.NullPool))
+    else:
+        connectable = supplied
+    scope = nullcontext(connectable) if isinstance(connectable, Connection) else connectable.connect()
+    with scope as connection:
+        assert isinstance(connection, Connection)
+        if not legacy.prepare_for_alembic(connection):
+            return
+        if connection.in_transaction() and not isinstance(supplied, Connection):
+            connection.commit()
+        context.configure(
+            connection=connection,
+            transactional_ddl=True,
+            **configure_options(),
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()
