@@ -23,6 +23,7 @@ token is double-quoted; balanced ``"..."`` phrases and a trailing ``*`` are kept
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -117,7 +118,9 @@ _TITLE_INDEX = (
 )
 
 # The indexed text of a message row: content, tool name and tool-call JSON, NULLs as ''.
-_INDEXED_TEXT = "COALESCE(new.content, '') || ' ' || COALESCE(new.tool_name, '') || ' ' || COALESCE(new.tool_calls, '')"
+_INDEXED_TEXT = (
+    "COALESCE(new.content, '') || ' ' || COALESCE(new.tool_name, '') || ' ' || COALESCE(new.tool_calls, '')"
+)
 
 
 def _fts_script(table: str, options: str) -> str:
@@ -291,13 +294,14 @@ def _context_text(value: Any) -> str:
     return content[:200]
 
 
-# Neighbours of one message in its session by (timestamp, id), plus the message itself.
+# Neighbours of one message in its session by (timestamp, id), plus the message itself. The
+# redundant bare timestamp bounds let SQLite use idx_messages_session as a range.
 _CONTEXT_SQL = """
 SELECT role, content FROM (
     SELECT 0 AS k, role, content FROM (
         SELECT m.role, m.content FROM messages AS m, messages AS t
         WHERE t.id = :id AND m.session_id = t.session_id
-          AND (m.timestamp < t.timestamp OR (m.timestamp = t.timestamp AND m.id < t.id))
+          AND m.timestamp <= t.timestamp AND (m.timestamp < t.timestamp OR m.id < t.id)
         ORDER BY m.timestamp DESC, m.id DESC LIMIT 1
     )
     UNION ALL
@@ -306,7 +310,7 @@ SELECT role, content FROM (
     SELECT 2 AS k, role, content FROM (
         SELECT m.role, m.content FROM messages AS m, messages AS t
         WHERE t.id = :id AND m.session_id = t.session_id
-          AND (m.timestamp > t.timestamp OR (m.timestamp = t.timestamp AND m.id > t.id))
+          AND m.timestamp >= t.timestamp AND (m.timestamp > t.timestamp OR m.id > t.id)
         ORDER BY m.timestamp, m.id LIMIT 1
     )
 ) ORDER BY k
@@ -340,8 +344,16 @@ _VISIBLE_ONLY = """(
 )"""
 
 _TIP_OVERRIDES = (
-    "id", "ended_at", "end_reason", "message_count", "tool_call_count", "title", "last_active",
-    "preview", "model", "system_prompt",
+    "id",
+    "ended_at",
+    "end_reason",
+    "message_count",
+    "tool_call_count",
+    "title",
+    "last_active",
+    "preview",
+    "model",
+    "system_prompt",
 )
 
 
@@ -392,7 +404,8 @@ class BaselineStore:
             declared: dict[str, dict[str, str]] = {}
             for table in tables:
                 cols: dict[str, str] = {}
-                for _cid, name, ctype, notnull, default, pk in scratch.execute(f'PRAGMA table_info("{table}")'):
+                info = scratch.execute(f'PRAGMA table_info("{table}")').fetchall()
+                for _cid, name, ctype, notnull, default, pk in info:
                     expr = ctype or ""
                     if notnull and not pk:
                         expr += " NOT NULL"
@@ -420,10 +433,8 @@ class BaselineStore:
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
         elif row[0] < SCHEMA_VERSION:
             raise RuntimeError(f"baseline store does not migrate (file is at version {row[0]})")
-        try:
+        with contextlib.suppress(sqlite3.OperationalError):
             conn.execute(_TITLE_INDEX)
-        except sqlite3.OperationalError:
-            pass
         for table, script in (("messages_fts", _WORD_FTS), ("messages_fts_trigram", _TRIGRAM_FTS)):
             try:
                 conn.execute(f"SELECT * FROM {table} LIMIT 0")
@@ -450,10 +461,8 @@ class BaselineStore:
                         result = fn(conn)
                         conn.commit()
                     except BaseException:
-                        try:
+                        with contextlib.suppress(Exception):
                             conn.rollback()
-                        except Exception:
-                            pass
                         raise
             except sqlite3.OperationalError as exc:
                 message = str(exc).lower()
@@ -555,10 +564,8 @@ class BaselineStore:
         details_json = _json_or_null(reasoning_details)
         codex_reasoning_json = _json_or_null(codex_reasoning_items)
         codex_message_json = _json_or_null(codex_message_items)
-        if isinstance(tool_calls, list):
-            n_calls = len(tool_calls)
-        else:
-            n_calls = 0 if tool_calls is None else 1
+        # A list counts its calls; any other non-None value (even {}) counts as one call.
+        n_calls = len(tool_calls) if isinstance(tool_calls, list) else int(tool_calls is not None)
         now = time.time()
 
         def write(conn: sqlite3.Connection) -> int:
@@ -568,9 +575,20 @@ class BaselineStore:
                 " codex_reasoning_items, codex_message_items)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    session_id, role, stored_content, tool_call_id, calls_json, tool_name, now,
-                    token_count, finish_reason, reasoning, reasoning_content, details_json,
-                    codex_reasoning_json, codex_message_json,
+                    session_id,
+                    role,
+                    stored_content,
+                    tool_call_id,
+                    calls_json,
+                    tool_name,
+                    now,
+                    token_count,
+                    finish_reason,
+                    reasoning,
+                    reasoning_content,
+                    details_json,
+                    codex_reasoning_json,
+                    codex_message_json,
                 ),
             )
             if n_calls:
@@ -665,8 +683,12 @@ class BaselineStore:
                     tok if tok.upper() in ("AND", "OR", "NOT") else '"' + tok.replace('"', '""') + '"'
                     for tok in raw.split()
                 ]
-                rows = self._fts_search("messages_fts_trigram", " ".join(terms), where, params, limit, offset,
-                                        swallow=True) or []
+                rows = (
+                    self._fts_search(
+                        "messages_fts_trigram", " ".join(terms), where, params, limit, offset, swallow=True
+                    )
+                    or []
+                )
             else:
                 rows = self._like_search(raw, where, params, limit, offset)
 
@@ -677,7 +699,9 @@ class BaselineStore:
             with self._lock:
                 try:
                     ctx_rows = self.conn.execute(_CONTEXT_SQL, {"id": hit["id"]}).fetchall()
-                    hit["context"] = [{"role": r["role"], "content": _context_text(r["content"])} for r in ctx_rows]
+                    hit["context"] = [
+                        {"role": r["role"], "content": _context_text(r["content"])} for r in ctx_rows
+                    ]
                 except sqlite3.Error:
                     hit["context"] = []
             results.append(hit)
@@ -802,28 +826,37 @@ class BaselineStore:
 
     def session_count(self, source: str | None = None) -> int:
         """Number of sessions, optionally for one source."""
+        sql, args = (
+            ("SELECT COUNT(*) FROM sessions WHERE source = ?", (source,))
+            if source
+            else (
+                "SELECT COUNT(*) FROM sessions",
+                (),
+            )
+        )
         with self._lock:
-            if source:
-                return int(self.conn.execute("SELECT COUNT(*) FROM sessions WHERE source = ?", (source,)).fetchone()[0])
-            return int(self.conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
+            return int(self.conn.execute(sql, args).fetchone()[0])
 
     def message_count(self, session_id: str | None = None) -> int:
         """Number of messages, optionally for one session."""
+        sql, args = (
+            ("SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,))
+            if session_id
+            else (
+                "SELECT COUNT(*) FROM messages",
+                (),
+            )
+        )
         with self._lock:
-            if session_id:
-                sql, args = "SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)
-                return int(self.conn.execute(sql, args).fetchone()[0])
-            return int(self.conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
+            return int(self.conn.execute(sql, args).fetchone()[0])
 
     def close(self) -> None:
         """Checkpoint (best effort) and close the connection; calling it twice is harmless."""
         with self._lock:
             if self._conn is None:
                 return
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            except sqlite3.Error:
-                pass
             self._conn.close()
             self._conn = None
 

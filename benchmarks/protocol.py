@@ -97,7 +97,9 @@ def load_workload(
     started = clock()
     for session in sessions:
         t0 = clock()
-        store.create_session(session.id, session.source, model=session.model, parent_session_id=session.parent_id)
+        store.create_session(
+            session.id, session.source, model=session.model, parent_session_id=session.parent_id
+        )
         report.create_latencies.append(clock() - t0)
         if with_titles and session.title and set_title is not None:
             set_title(session.id, session.title)

@@ -82,8 +82,40 @@ _COMMON_ENGLISH_TEXT = (
 )
 
 _ONSETS = (
-    "b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z",
-    "br", "cr", "dr", "fl", "gr", "kl", "pr", "qu", "sh", "st", "th", "tr", "ch", "sk", "sn", "sp",
+    "b",
+    "c",
+    "d",
+    "f",
+    "g",
+    "h",
+    "j",
+    "k",
+    "l",
+    "m",
+    "n",
+    "p",
+    "r",
+    "s",
+    "t",
+    "v",
+    "w",
+    "z",
+    "br",
+    "cr",
+    "dr",
+    "fl",
+    "gr",
+    "kl",
+    "pr",
+    "qu",
+    "sh",
+    "st",
+    "th",
+    "tr",
+    "ch",
+    "sk",
+    "sn",
+    "sp",
 )
 _VOWELS = ("a", "e", "i", "o", "u", "ai", "ea", "ou", "io", "y")
 _CODAS = ("", "", "", "n", "r", "l", "s", "x", "m", "nd", "rk", "st", "ng", "th")
@@ -103,17 +135,85 @@ _CJK_CHARS = "".join(
     )
 )
 _ZH_WORDS = (
-    "我们", "你们", "这个", "那个", "因为", "所以", "但是", "如果", "已经", "可以", "需要", "现在",
-    "时候", "问题", "方法", "结果", "系统", "功能", "版本", "更新", "安装", "运行", "检查", "修改",
-    "文件", "代码", "测试", "数据", "服务", "用户", "日志", "部署", "配置", "模型", "接口", "网络",
-    "命令", "错误", "目录", "环境", "任务", "消息", "会话", "搜索", "索引", "性能", "内存", "速度",
+    "我们",
+    "你们",
+    "这个",
+    "那个",
+    "因为",
+    "所以",
+    "但是",
+    "如果",
+    "已经",
+    "可以",
+    "需要",
+    "现在",
+    "时候",
+    "问题",
+    "方法",
+    "结果",
+    "系统",
+    "功能",
+    "版本",
+    "更新",
+    "安装",
+    "运行",
+    "检查",
+    "修改",
+    "文件",
+    "代码",
+    "测试",
+    "数据",
+    "服务",
+    "用户",
+    "日志",
+    "部署",
+    "配置",
+    "模型",
+    "接口",
+    "网络",
+    "命令",
+    "错误",
+    "目录",
+    "环境",
+    "任务",
+    "消息",
+    "会话",
+    "搜索",
+    "索引",
+    "性能",
+    "内存",
+    "速度",
 )
 _ZH_RECURRING_3 = ("数据库", "服务器", "命令行", "工作流", "知识库", "自动化", "编译器", "浏览器", "时间戳")
 _ZH_RECURRING_2 = ("记忆", "缓存", "断点", "线程", "容器", "镜像", "脚本", "权限")
 _JA_WORDS = (
-    "です", "ます", "ありがとう", "お願いします", "について", "確認", "設定", "問題", "解決",
-    "データベース", "サーバー", "テスト", "ファイル", "エラー", "メモリ", "ログ", "コード", "実行",
-    "してください", "できます", "しました", "ですか", "これ", "それ", "どう", "少し", "まだ",
+    "です",
+    "ます",
+    "ありがとう",
+    "お願いします",
+    "について",
+    "確認",
+    "設定",
+    "問題",
+    "解決",
+    "データベース",
+    "サーバー",
+    "テスト",
+    "ファイル",
+    "エラー",
+    "メモリ",
+    "ログ",
+    "コード",
+    "実行",
+    "してください",
+    "できます",
+    "しました",
+    "ですか",
+    "これ",
+    "それ",
+    "どう",
+    "少し",
+    "まだ",
 )
 _JA_PARTICLES = ("の", "は", "を", "に", "が", "で", "と", "も", "から", "まで")
 _ZH_PUNCT = ("，", "，", "，", "。", "。", "？", "！", "：")
@@ -137,8 +237,20 @@ _TOOLS: tuple[tuple[str, str], ...] = (
     ("vision_analyze", "image"),
 )
 _SHELL_CMDS = (
-    "ls -la", "git status", "git diff --stat", "pytest -q", "npm test", "cargo build", "make",
-    "docker ps", "cat", "grep -rn", "python -m pip list", "du -sh", "tail -n 50", "uv sync",
+    "ls -la",
+    "git status",
+    "git diff --stat",
+    "pytest -q",
+    "npm test",
+    "cargo build",
+    "make",
+    "docker ps",
+    "cat",
+    "grep -rn",
+    "python -m pip list",
+    "du -sh",
+    "tail -n 50",
+    "uv sync",
 )
 
 _TOOL_TURN_P = 0.38  # share of turns in which the assistant calls tools (=> ~30 % tool messages)
@@ -483,8 +595,11 @@ class _Writer:
             return "\n".join(lines)
         if name in ("web_search", "web_extract"):
             results = [
-                {"title": " ".join(self.latin_words(5)), "url": f"https://{self._identifier()}.example.org",
-                 "description": " ".join(self.latin_words(rng.randint(15, 40)))}
+                {
+                    "title": " ".join(self.latin_words(5)),
+                    "url": f"https://{self._identifier()}.example.org",
+                    "description": " ".join(self.latin_words(rng.randint(15, 40))),
+                }
                 for _ in range(rng.randint(1, 5))
             ]
             return json.dumps({"success": True, "results": results})
@@ -551,8 +666,10 @@ def _build_session(
         n_words = _words_for(rng, role)
         if force:
             # Guaranteed carrier of every known term: Latin prose with a CJK tail.
-            return writer.prose(n_words, force_all_terms=True) + " " + writer.cjk_prose(
-                12, japanese=False, force_terms=True
+            return (
+                writer.prose(n_words, force_all_terms=True)
+                + " "
+                + writer.cjk_prose(12, japanese=False, force_terms=True)
             )
         if rng.random() < cjk_p:
             return writer.cjk_prose(n_words, japanese=japanese or rng.random() < _JAPANESE_SHARE / 3)

@@ -78,9 +78,7 @@ def prepare_sqlite_file(path: Path) -> None:
     writing through it into another file. A directory the store creates is 0700.
     """
     if path.is_symlink():
-        raise UnsafePath(
-            f"refusing to open {path}: it is a symbolic link; point the store at the real file"
-        )
+        raise UnsafePath(f"refusing to open {path}: it is a symbolic link; point the store at the real file")
     parent = path.parent
     if not parent.exists():
         parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
@@ -95,9 +93,7 @@ def prepare_sqlite_file(path: Path) -> None:
     os.close(fd)
 
 
-def create_engine(
-    target: str | os.PathLike[str] | URL | None = None, **engine_kwargs: Any
-) -> Engine:
+def create_engine(target: str | os.PathLike[str] | URL | None = None, **engine_kwargs: Any) -> Engine:
     """Create an engine for ``target`` (a path, a SQLAlchemy URL, or the default database).
 
     For SQLite the file is created 0600 (with a 0700 directory when the store makes it),

@@ -21,8 +21,7 @@ class WriteConflict(StoreError):
         super().__init__(
             f"could not write ({operation}): the database stayed locked by another writer "
             f"through {attempts} attempts; another process holds a long write transaction — "
-            f"retry later or find the process keeping the lock"
-            + (f" ({cause})" if cause else "")
+            f"retry later or find the process keeping the lock" + (f" ({cause})" if cause else "")
         )
 
 

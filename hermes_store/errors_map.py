@@ -59,3 +59,15 @@ def translate(error: BaseException, operation: str) -> BaseException:
     if name.startswith("SQLITE_IOERR"):
         return StoreError(f"I/O error while {operation} ({name}): {error}")
     return error
+
+
+# PostgreSQL SQLSTATEs worth retrying whole: serialization failure, deadlock.
+_RETRYABLE_SQLSTATES = {"40001", "40P01"}
+
+
+def is_retryable_conflict(error: BaseException) -> bool:
+    """True when retrying the whole transaction may succeed (lock, busy, serialization)."""
+    if is_lock_error(error):
+        return True
+    original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
+    return getattr(original, "sqlstate", None) in _RETRYABLE_SQLSTATES

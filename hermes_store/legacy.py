@@ -48,20 +48,31 @@ _COLUMNS_ADDED: dict[int, tuple[tuple[str, str], ...]] = {
     5: tuple(
         ("sessions", name)
         for name in (
-            "cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "billing_provider",
-            "billing_base_url", "billing_mode", "estimated_cost_usd", "actual_cost_usd",
-            "cost_status", "cost_source", "pricing_version",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "reasoning_tokens",
+            "billing_provider",
+            "billing_base_url",
+            "billing_mode",
+            "estimated_cost_usd",
+            "actual_cost_usd",
+            "cost_status",
+            "cost_source",
+            "pricing_version",
         )
     ),
-    6: (("messages", "reasoning"), ("messages", "reasoning_details"),
-        ("messages", "codex_reasoning_items")),
+    6: (("messages", "reasoning"), ("messages", "reasoning_details"), ("messages", "codex_reasoning_items")),
     7: (("messages", "reasoning_content"),),
     8: (("sessions", "api_call_count"),),
     9: (("messages", "codex_message_items"),),
 }
 _V11_TRIGGERS = (
-    "messages_fts_insert", "messages_fts_delete", "messages_fts_update",
-    "messages_fts_trigram_insert", "messages_fts_trigram_delete", "messages_fts_trigram_update",
+    "messages_fts_insert",
+    "messages_fts_delete",
+    "messages_fts_update",
+    "messages_fts_trigram_insert",
+    "messages_fts_trigram_delete",
+    "messages_fts_trigram_update",
 )
 
 

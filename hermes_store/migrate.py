@@ -52,8 +52,7 @@ def read_schema_state(engine: Engine) -> SchemaState:
     Missing tables read as ``None``. Opens its own short read transaction.
     """
     query = (
-        "SELECT (SELECT version_num FROM alembic_version LIMIT 1), "
-        "(SELECT MAX(version) FROM schema_version)"
+        "SELECT (SELECT version_num FROM alembic_version LIMIT 1), (SELECT MAX(version) FROM schema_version)"
     )
     try:
         with engine.connect() as connection:
@@ -164,11 +163,10 @@ def _run_alembic(target: Engine | str | os.PathLike[str] | None, verb: str, revi
 
     engine, owned = _as_engine(target)
     try:
-        with write_engine(engine).connect() as connection:
-            with connection.begin():
-                _locked_write(connection)
-                config = alembic_config(connection=connection)
-                getattr(command, verb)(config, revision)
+        with write_engine(engine).connect() as connection, connection.begin():
+            _locked_write(connection)
+            config = alembic_config(connection=connection)
+            getattr(command, verb)(config, revision)
     finally:
         if owned:
             engine.dispose()

@@ -18,7 +18,7 @@ models: they are raw DDL owned by the migrations and maintained by SQLite itself
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, Text, text
 from sqlalchemy.dialects import postgresql
@@ -43,7 +43,7 @@ class Base(DeclarativeBase):
     """Declarative base owning the naming convention and the Python→SQL type map."""
 
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {str: Text(), int: Integer(), float: EpochSeconds}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {str: Text(), int: Integer(), float: EpochSeconds}
 
 
 def _zero() -> Any:
@@ -98,9 +98,7 @@ class Session(Base):
     messages: Mapped[list[Message]] = relationship(
         back_populates="session", order_by="Message.id", passive_deletes="all"
     )
-    parent: Mapped[Session | None] = relationship(
-        back_populates="children", remote_side="Session.id"
-    )
+    parent: Mapped[Session | None] = relationship(back_populates="children", remote_side="Session.id")
     children: Mapped[list[Session]] = relationship(
         back_populates="parent", order_by="Session.started_at", passive_deletes="all"
     )

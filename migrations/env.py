@@ -122,7 +122,9 @@ def configure_options() -> dict[str, Any]:
 def run_migrations_offline() -> None:
     """Render the migrations as SQL (``alembic upgrade --sql``)."""
     context.configure(
-        url=database_url(), literal_binds=True, dialect_opts={"paramstyle": "named"},
+        url=database_url(),
+        literal_binds=True,
+        dialect_opts={"paramstyle": "named"},
         **configure_options(),
     )
     with context.begin_transaction():

@@ -53,7 +53,7 @@ _Token = tuple[_TokenKind, str]
 def sanitize_fts5_query(query: str) -> str:
     """Make ``query`` safe to pass to an FTS5 ``MATCH``.
 
-    Returns ``""`` when nothing searchable is left, otherwise an expression that FTS5 with
+    Returns ``""`` when no letter or digit is left to search for, otherwise an expression that FTS5 with
     the unicode61 tokenizer parses without error. Balanced ``"quoted phrases"``, prefix
     stars (``deploy*``) and ``AND``/``OR``/``NOT`` between terms keep their meaning.
     Queries FTS5 already accepts come out as upstream Hermes would produce them; see the
@@ -61,9 +61,10 @@ def sanitize_fts5_query(query: str) -> str:
     """
     candidate = _upstream_rewrite(_UNSAFE_CHARS.sub(" ", query))
     chunks = _lex(candidate)
-    if _is_valid([token for chunk in chunks for token in chunk]):
-        return candidate
-    return _rebuild(chunks)
+    if not _is_valid([token for chunk in chunks for token in chunk]):
+        candidate = _rebuild(chunks)
+    # A query with no letter or digit left (``""``, ``_``) would parse but match nothing.
+    return candidate if any(_is_indexable(char) for char in candidate) else ""
 
 
 def _upstream_rewrite(text: str) -> str:
@@ -207,8 +208,14 @@ def _literal(chunk: list[_Token]) -> str:
     Returns ``""`` when the chunk holds nothing the tokenizer would index (``-``, ``::``),
     because an empty phrase would only add noise to the query.
     """
-    # Quotes inside the chunk only delimited phrases; as spaces they still split tokens.
-    body = "".join(text for _, text in chunk).replace('"', " ").strip()
+    body = ""
+    for kind, text in chunk:
+        piece = (text[1:-1] if kind == "phrase" else text).replace('"', " ")
+        # Two pieces that were separate FTS5 tokens must not fuse into one word.
+        if body and piece and _is_indexable(body[-1]) and _is_indexable(piece[0]):
+            body += " "
+        body += piece
+    body = body.strip()
     prefix = body.endswith("*")
     body = body.rstrip("*").strip()
     if not any(_is_indexable(char) for char in body):

@@ -148,9 +148,7 @@ def _server_upgrade() -> None:
             sa.Column("tool_name", sa.Text()),
             sa.Column("timestamp", EPOCH, nullable=False),
             sa.Column("token_count", sa.Integer()),
-            sa.ForeignKeyConstraint(
-                ["session_id"], ["sessions.id"], name="fk_messages_session_id_sessions"
-            ),
+            sa.ForeignKeyConstraint(["session_id"], ["sessions.id"], name="fk_messages_session_id_sessions"),
             sa.PrimaryKeyConstraint("id", name="pk_messages"),
         )
         op.create_index("idx_messages_session", "messages", ["session_id", "timestamp"])

@@ -30,20 +30,25 @@ log = logging.getLogger("hermes_store.migrations")
 
 def _rename_duplicate_titles() -> None:
     bind = op.get_bind()
-    duplicated = bind.execute(
-        sa.text(
-            "SELECT title FROM sessions WHERE title IS NOT NULL "
-            "GROUP BY title HAVING COUNT(*) > 1"
+    duplicated = (
+        bind.execute(
+            sa.text("SELECT title FROM sessions WHERE title IS NOT NULL GROUP BY title HAVING COUNT(*) > 1")
         )
-    ).scalars().all()
+        .scalars()
+        .all()
+    )
     if not duplicated:
         return
     taken = set(bind.execute(sa.text("SELECT title FROM sessions WHERE title IS NOT NULL")).scalars())
     for title in duplicated:
-        ids = bind.execute(
-            sa.text("SELECT id FROM sessions WHERE title = :t ORDER BY started_at, id"),
-            {"t": title},
-        ).scalars().all()
+        ids = (
+            bind.execute(
+                sa.text("SELECT id FROM sessions WHERE title = :t ORDER BY started_at, id"),
+                {"t": title},
+            )
+            .scalars()
+            .all()
+        )
         number = 1
         for session_id in ids[1:]:
             number += 1

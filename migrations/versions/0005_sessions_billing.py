@@ -47,4 +47,19 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    drop_columns_if_present("sessions", ["cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "billing_provider", "billing_base_url", "billing_mode", "estimated_cost_usd", "actual_cost_usd", "cost_status", "cost_source", "pricing_version"][::-1])
+    drop_columns_if_present(
+        "sessions",
+        [
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "reasoning_tokens",
+            "billing_provider",
+            "billing_base_url",
+            "billing_mode",
+            "estimated_cost_usd",
+            "actual_cost_usd",
+            "cost_status",
+            "cost_source",
+            "pricing_version",
+        ][::-1],
+    )

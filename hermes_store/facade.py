@@ -1,0 +1,727 @@
+"""``SessionDB``: upstream Hermes' session-store API over hermes_store's layers.
+
+A drop-in replacement for ``hermes_state.SessionDB`` (schema version 11): the same
+methods, parameters, defaults, return shapes (plain dicts) and errors, with the
+improvements listed in the contract (§4). The facade holds no SQL: it translates the
+dict API onto the repositories and runs each write through the unit of work.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import orm
+from sqlalchemy.engine import URL, Engine
+
+from hermes_store import codec
+from hermes_store.context_sanitizer import sanitize_context
+from hermes_store.engine import create_engine, resolve_url
+from hermes_store.migrate import ensure_schema
+from hermes_store.repository import lineage, listing, messages, meta, sessions
+from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
+from hermes_store.search.engine import SearchFilters, context_of, find_hits
+from hermes_store.search.plan import plan_search
+from hermes_store.search.sanitize import sanitize_fts5_query
+from hermes_store.titles import MAX_TITLE_LENGTH, sanitize_title
+from hermes_store.transcripts import remove_transcripts
+from hermes_store.unit_of_work import (
+    CHECKPOINT_EVERY_N_WRITES,
+    MAX_ATTEMPTS,
+    RETRY_MAX_S,
+    RETRY_MIN_S,
+    UnitOfWork,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_SESSION_KEYWORDS = frozenset({"model", "model_config", "system_prompt", "user_id", "parent_session_id"})
+_PROJECTED_KEYS = (
+    "id",
+    "ended_at",
+    "end_reason",
+    "message_count",
+    "tool_call_count",
+    "title",
+    "last_active",
+    "preview",
+    "model",
+    "system_prompt",
+)
+_PREVIEW_CHARS = 60
+
+
+def _reraise_integrity(exc: sa_exc.IntegrityError) -> BaseException:
+    # Upstream callers catch the driver's IntegrityError (sqlite3.IntegrityError).
+    return exc.orig if isinstance(exc.orig, BaseException) else exc
+
+
+class SessionDB:
+    """Hermes' session store: sessions, messages, titles, lineage, search, export, pruning.
+
+    ``SessionDB()`` opens ``$HERMES_HOME/state.db`` (else ``~/.hermes/state.db``);
+    ``db_path`` may be a ``str`` or ``Path``, or a SQLAlchemy URL string such as
+    ``postgresql+psycopg://…`` (``url=`` says the same explicitly). Opening creates or
+    upgrades the schema (adopting legacy upstream files). Safe to share between threads;
+    several processes may share one SQLite file.
+    """
+
+    MAX_TITLE_LENGTH: ClassVar[int] = MAX_TITLE_LENGTH
+    _WRITE_MAX_RETRIES: ClassVar[int] = MAX_ATTEMPTS
+    _WRITE_RETRY_MIN_S: ClassVar[float] = RETRY_MIN_S
+    _WRITE_RETRY_MAX_S: ClassVar[float] = RETRY_MAX_S
+    _CHECKPOINT_EVERY_N_WRITES: ClassVar[int] = CHECKPOINT_EVERY_N_WRITES
+    _CONTENT_JSON_PREFIX: ClassVar[str] = codec.CONTENT_JSON_PREFIX
+
+    def __init__(
+        self,
+        db_path: str | os.PathLike[str] | None = None,
+        *,
+        url: str | URL | None = None,
+        engine: Engine | None = None,
+    ) -> None:
+        target: str | os.PathLike[str] | URL | None = url if url is not None else (db_path or None)
+        self._url = engine.url if engine is not None else resolve_url(target)
+        self.engine = engine if engine is not None else create_engine(self._url)
+        database = self._url.database if self._url.get_backend_name() == "sqlite" else None
+        self.db_path = Path(database) if database else None
+        ensure_schema(self.engine)
+        self._uow = UnitOfWork(self.engine)
+        self._raw: Any = None
+        self._closed = False
+
+    # --- upstream-compatible internals ---------------------------------------------
+
+    @property
+    def _lock(self) -> threading.Lock:
+        """The in-process writer lock (upstream tests hold it around raw ``_conn`` use)."""
+        return self._uow._lock
+
+    @property
+    def _write_count(self) -> int:
+        return self._uow.write_count
+
+    @property
+    def _conn(self) -> sqlite3.Connection | None:
+        """A raw autocommit ``sqlite3`` connection with ``sqlite3.Row`` rows (SQLite only).
+
+        Kept for code written against upstream, which used one connection directly.
+        ``None`` after :meth:`close`.
+        """
+        if self._closed:
+            return None
+        if self._raw is None:
+            self._raw = self.engine.raw_connection()
+            driver = self._raw.driver_connection
+            if isinstance(driver, sqlite3.Connection):
+                driver.row_factory = sqlite3.Row
+        driver_connection: Any = self._raw.driver_connection
+        return driver_connection  # type: ignore[no-any-return]
+
+    def _execute_write(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(connection)`` in one retried write transaction (upstream's primitive)."""
+        self._check_open()
+
+        def work(db: orm.Session) -> T:
+            return fn(db.connection().connection.driver_connection)
+
+        return self._write(work, "a raw write")
+
+    def _write(self, work: Callable[[orm.Session], T], operation: str) -> T:
+        self._check_open()
+        try:
+            return self._uow.write(work, operation)
+        except sa_exc.IntegrityError as exc:
+            raise _reraise_integrity(exc) from exc
+
+    def _read(self, work: Callable[[orm.Session], T]) -> T:
+        self._check_open()
+        with self._uow.read() as db:
+            return work(db)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this SessionDB is closed")
+
+    # --- static helpers --------------------------------------------------------------
+
+    sanitize_title = staticmethod(sanitize_title)
+    _sanitize_fts5_query = staticmethod(sanitize_fts5_query)
+    _contains_cjk = staticmethod(contains_cjk)
+    _count_cjk = staticmethod(count_cjk)
+
+    @staticmethod
+    def _is_cjk_codepoint(cp: int | str) -> bool:
+        """Whether a code point (or one-character string) is CJK."""
+        return is_cjk_codepoint(ord(cp) if isinstance(cp, str) else cp)
+
+    _encode_content = staticmethod(codec.encode_content)
+    _decode_content = staticmethod(codec.decode_content)
+
+    # --- session lifecycle ---------------------------------------------------------
+
+    def _insert_session(self, session_id: str, source: str, fields: dict[str, Any]) -> str:
+        unknown = set(fields) - _SESSION_KEYWORDS
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+        values = dict(fields)
+        values["model_config"] = codec.encode_json(values.get("model_config"))
+        self._write(
+            lambda db: sessions.insert_session(db, session_id, source, **values), "creating a session"
+        )
+        return session_id
+
+    def create_session(self, session_id: str, source: str, **kwargs: Any) -> str:
+        """Create a session (``INSERT OR IGNORE``: an existing row is left as it is).
+
+        Keywords: ``model``, ``model_config`` (dict, stored as JSON), ``system_prompt``,
+        ``user_id``, ``parent_session_id``. Returns ``session_id``. A parent that does not
+        exist raises ``sqlite3.IntegrityError``.
+        """
+        return self._insert_session(session_id, source, kwargs)
+
+    def ensure_session(
+        self, session_id: str, source: str = "unknown", model: str | None = None, **kwargs: Any
+    ) -> str:
+        """Create the session if it is missing, never overwriting one; returns its id."""
+        return self._insert_session(session_id, source, {"model": model, **kwargs})
+
+    def end_session(self, session_id: str, end_reason: str) -> None:
+        """Mark a session ended with ``end_reason``; the first end wins."""
+        self._write(lambda db: sessions.end(db, session_id, end_reason), "ending a session")
+
+    def reopen_session(self, session_id: str) -> None:
+        """Clear a session's ``ended_at`` and ``end_reason``."""
+        self._write(lambda db: sessions.reopen(db, session_id), "reopening a session")
+
+    def update_system_prompt(self, session_id: str, system_prompt: str) -> None:
+        """Store the session's system prompt."""
+        self._write(
+            lambda db: sessions.set_column(db, session_id, system_prompt=system_prompt),
+            "updating a system prompt",
+        )
+
+    def update_token_counts(
+        self,
+        session_id: str,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        model: str | None = None,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        reasoning_tokens: int = 0,
+        estimated_cost_usd: float | None = None,
+        actual_cost_usd: float | None = None,
+        cost_status: str | None = None,
+        cost_source: str | None = None,
+        pricing_version: str | None = None,
+        billing_provider: str | None = None,
+        billing_base_url: str | None = None,
+        billing_mode: str | None = None,
+        api_call_count: int = 0,
+        absolute: bool = False,
+    ) -> None:
+        """Add token/cost figures to a session (or set them, with ``absolute=True``).
+
+        A missing session is created (source ``"unknown"``). Incremental mode treats NULL
+        counters as 0. ``model`` and billing fields keep their first non-NULL value.
+        """
+        usage = sessions.TokenUsage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+            reasoning_tokens=reasoning_tokens,
+            estimated_cost_usd=estimated_cost_usd,
+            actual_cost_usd=actual_cost_usd,
+            cost_status=cost_status,
+            cost_source=cost_source,
+            pricing_version=pricing_version,
+            billing_provider=billing_provider,
+            billing_base_url=billing_base_url,
+            billing_mode=billing_mode,
+            model=model,
+            api_call_count=api_call_count,
+        )
+        self._write(
+            lambda db: sessions.apply_token_usage(db, session_id, usage, absolute),
+            "updating token counts",
+        )
+
+    def prune_empty_ghost_sessions(self, sessions_dir: str | os.PathLike[str] | None = None) -> int:
+        """Delete ended, untitled, message-less ``tui`` sessions older than a day.
+
+        Their children are detached (``parent_session_id = NULL``), not deleted.
+        Returns how many were deleted.
+        """
+        cutoff = time.time() - 86400
+
+        def work(db: orm.Session) -> list[str]:
+            ids = sessions.ghost_ids(db, cutoff)
+            sessions.delete_sessions(db, ids)
+            return ids
+
+        deleted = self._write(work, "pruning ghost sessions")
+        remove_transcripts(sessions_dir, deleted)
+        return len(deleted)
+
+    # --- lookup ----------------------------------------------------------------------
+
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        """All columns of a session as a dict, or ``None``."""
+        return self._read(lambda db: sessions.get_row(db, session_id))
+
+    def resolve_session_id(self, session_id_or_prefix: str) -> str | None:
+        """The exact id, else the only id with this prefix; ``None`` if none or ambiguous."""
+        if not session_id_or_prefix:
+            return None
+        return self._read(lambda db: sessions.resolve_id_prefix(db, session_id_or_prefix))
+
+    # --- titles ----------------------------------------------------------------------
+
+    def set_session_title(self, session_id: str, title: str | None) -> bool:
+        """Set (or, with an empty title, clear) a session's title; ``False`` if no session.
+
+        Raises ``ValueError`` for a title over 100 characters or one another session holds.
+        """
+        clean = sanitize_title(title)
+
+        def work(db: orm.Session) -> bool:
+            if clean is not None:
+                owner = sessions.title_owner(db, clean, session_id)
+                if owner is not None:
+                    raise ValueError(f"Title '{clean}' is already in use by session {owner}")
+            return sessions.set_column(db, session_id, title=clean) > 0
+
+        return self._write(work, "setting a title")
+
+    def get_session_title(self, session_id: str) -> str | None:
+        """The session's title, or ``None``."""
+        row = self.get_session(session_id)
+        return None if row is None else row["title"]
+
+    def get_session_by_title(self, title: str) -> dict[str, Any] | None:
+        """The session titled exactly ``title`` (case-sensitive), or ``None``."""
+        return self._read(lambda db: sessions.row_by_title(db, title))
+
+    def resolve_session_by_title(self, title: str) -> str | None:
+        """The latest ``"<title> #N"`` session if any exists, else the exact match's id."""
+
+        def work(db: orm.Session) -> str | None:
+            exact = sessions.id_by_title(db, title)
+            numbered = sessions.latest_numbered_variant(db, title)
+            return numbered or exact
+
+        return self._read(work)
+
+    def get_next_title_in_lineage(self, base_title: str) -> str:
+        """The next free numbered title: ``"my project"`` → ``"my project #2"``."""
+        return self._read(lambda db: sessions.next_title_in_lineage(db, base_title))
+
+    # --- lineage ---------------------------------------------------------------------
+
+    def get_compression_tip(self, session_id: str) -> str:
+        """The latest continuation reached through compression splits, or the input."""
+        return self._read(lambda db: lineage.compression_tip(db, session_id))
+
+    def resolve_resume_session_id(self, session_id: str) -> str:
+        """The session to resume: itself if it has messages, else its first descendant that does."""
+        if not session_id:
+            return session_id
+        try:
+            return self._read(lambda db: lineage.resume_target(db, session_id))
+        except sa_exc.SQLAlchemyError as exc:
+            log.debug("resolve_resume_session_id fell back to the input: %s", exc)
+            return session_id
+
+    def _session_lineage_root_to_tip(self, session_id: str) -> list[str]:
+        return self._read(lambda db: lineage.chain_root_to_session(db, session_id))
+
+    def get_ancestors(self, session_id: str) -> list[lineage.LineageNode]:
+        """The session and its ancestors, root first."""
+        return self._read(lambda db: lineage.ancestors(db, session_id))
+
+    def get_descendants(self, session_id: str) -> list[lineage.LineageNode]:
+        """The session and all its descendants, breadth first."""
+        return self._read(lambda db: lineage.descendants(db, session_id))
+
+    # --- messages --------------------------------------------------------------------
+
+    def append_message(
+        self,
+        session_id: str,
+        role: str,
+        content: Any = None,
+        tool_name: str | None = None,
+        tool_calls: Any = None,
+        tool_call_id: str | None = None,
+        token_count: int | None = None,
+        finish_reason: str | None = None,
+        reasoning: str | None = None,
+        reasoning_content: str | None = None,
+        reasoning_details: Any = None,
+        codex_reasoning_items: Any = None,
+        codex_message_items: Any = None,
+    ) -> int:
+        """Store one message and bump the session's counters; returns the message id.
+
+        ``tool_calls`` adds its length (a list) or 1 (any other value) to
+        ``tool_call_count``. An unknown session raises ``sqlite3.IntegrityError``.
+        """
+        message = messages.NewMessage(
+            role=role,
+            content=codec.encode_content(content),
+            tool_call_id=tool_call_id,
+            tool_calls=codec.encode_json(tool_calls),
+            tool_name=tool_name,
+            token_count=token_count,
+            finish_reason=finish_reason,
+            reasoning=reasoning,
+            reasoning_content=reasoning_content,
+            reasoning_details=codec.encode_json(reasoning_details),
+            codex_reasoning_items=codec.encode_json(codex_reasoning_items),
+            codex_message_items=codec.encode_json(codex_message_items),
+            tool_call_units=codec.count_tool_calls(tool_calls),
+        )
+        return self._write(lambda db: messages.append(db, session_id, message), "appending a message")
+
+    def replace_messages(self, session_id: str, messages_: Sequence[dict[str, Any]]) -> None:
+        """Atomically replace a session's transcript with ``messages_`` (OpenAI-style dicts)."""
+        prepared = [self._new_message_from_dict(entry) for entry in messages_]
+        self._write(lambda db: messages.replace_all(db, session_id, prepared), "replacing messages")
+
+    @staticmethod
+    def _new_message_from_dict(entry: dict[str, Any]) -> messages.NewMessage:
+        role = entry.get("role") or "unknown"
+        assistant = role == "assistant"
+
+        def assistant_only(key: str, encode: bool = False) -> Any:
+            if not assistant:
+                return None
+            value = entry.get(key)
+            return codec.encode_json(value) if encode else value
+
+        tool_calls = entry.get("tool_calls")
+        return messages.NewMessage(
+            role=role,
+            content=codec.encode_content(entry.get("content")),
+            tool_call_id=entry.get("tool_call_id"),
+            tool_calls=codec.encode_json(tool_calls),
+            tool_name=entry.get("tool_name"),
+            token_count=entry.get("token_count"),
+            finish_reason=entry.get("finish_reason"),
+            reasoning=assistant_only("reasoning"),
+            reasoning_content=assistant_only("reasoning_content"),
+            reasoning_details=assistant_only("reasoning_details", encode=True),
+            codex_reasoning_items=assistant_only("codex_reasoning_items", encode=True),
+            codex_message_items=assistant_only("codex_message_items", encode=True),
+            tool_call_units=codec.count_tool_calls(tool_calls),
+        )
+
+    def get_messages(self, session_id: str) -> list[dict[str, Any]]:
+        """Every message of a session with all 15 columns, in insertion order.
+
+        ``content`` and ``tool_calls`` are decoded; the other JSON columns stay strings.
+        """
+        rows = self._read(lambda db: messages.rows_for(db, session_id))
+        result = []
+        for row in rows:
+            item = dict(row._mapping)
+            item["content"] = codec.decode_content(item["content"])
+            if item["tool_calls"]:
+                item["tool_calls"] = codec.decode_tool_calls(item["tool_calls"])
+            result.append(item)
+        return result
+
+    def get_messages_as_conversation(
+        self, session_id: str, include_ancestors: bool = False
+    ) -> list[dict[str, Any]]:
+        """The session as OpenAI-format messages for replay, in insertion order.
+
+        User/assistant text has recalled-memory blocks removed and is trimmed. With
+        ``include_ancestors`` the whole parent chain is replayed, root first, without the
+        user prompts that were re-sent on resume.
+        """
+
+        def work(db: orm.Session) -> Sequence[Any]:
+            ids = lineage.chain_root_to_session(db, session_id) if include_ancestors else [session_id]
+            return messages.conversation_rows(db, ids)
+
+        conversation: list[dict[str, Any]] = []
+        for row in self._read(work):
+            entry = _conversation_entry(row)
+            if include_ancestors and _is_replayed_prompt(conversation, entry):
+                continue
+            conversation.append(entry)
+        return conversation
+
+    def clear_messages(self, session_id: str) -> None:
+        """Delete a session's messages and zero its message counters (the session stays)."""
+        self._write(lambda db: messages.clear(db, session_id), "clearing messages")
+
+    # --- listing, counting, export ---------------------------------------------------
+
+    def list_sessions_rich(
+        self,
+        source: str | None = None,
+        exclude_sources: Sequence[str] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        include_children: bool = False,
+        project_compression_tips: bool = True,
+        order_by_last_active: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Sessions with ``preview`` and ``last_active``, newest first (see upstream §7.6).
+
+        Child sessions other than branches are hidden unless ``include_children``. A
+        session split by compression is shown with its latest continuation's details.
+        """
+        filters = listing.ListingFilter(source, exclude_sources, include_children)
+        project = project_compression_tips and not include_children
+
+        def work(db: orm.Session) -> list[dict[str, Any]]:
+            fetch = listing.rich_rows_by_last_active if order_by_last_active else listing.rich_rows
+            rows = fetch(db, filters, limit, offset)
+            for row in rows:
+                row["preview"] = _finish_preview(row["preview"])
+                if project and row.get("end_reason") == "compression":
+                    _project_tip(db, row)
+            return rows
+
+        return self._read(work)
+
+    def search_sessions(
+        self, source: str | None = None, limit: int = 20, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """Sessions with ``last_active``, most recently active first."""
+        return self._read(lambda db: listing.by_last_active(db, source, limit, offset))
+
+    def session_count(self, source: str | None = None) -> int:
+        """Number of sessions (of one source when given)."""
+        return self._read(lambda db: sessions.count(db, source))
+
+    def message_count(self, session_id: str | None = None) -> int:
+        """Number of messages (of one session when given)."""
+        return self._read(lambda db: messages.count(db, session_id))
+
+    def export_session(self, session_id: str) -> dict[str, Any] | None:
+        """A session's row plus ``"messages"`` (as :meth:`get_messages`), or ``None``."""
+        row = self.get_session(session_id)
+        if row is None:
+            return None
+        return {**row, "messages": self.get_messages(session_id)}
+
+    def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
+        """Every session (most recently active first) with its ``"messages"``."""
+        return [
+            {**row, "messages": self.get_messages(row["id"])}
+            for row in self.search_sessions(source, limit=100000)
+        ]
+
+    def delete_session(self, session_id: str, sessions_dir: str | os.PathLike[str] | None = None) -> bool:
+        """Delete a session and its messages, detaching its children; ``False`` if missing."""
+
+        def work(db: orm.Session) -> bool:
+            if not sessions.exists_id(db, session_id):
+                return False
+            sessions.delete_sessions(db, [session_id])
+            return True
+
+        deleted = self._write(work, "deleting a session")
+        if deleted:
+            remove_transcripts(sessions_dir, [session_id])
+        return deleted
+
+    def prune_sessions(
+        self,
+        older_than_days: float = 90,
+        source: str | None = None,
+        sessions_dir: str | os.PathLike[str] | None = None,
+    ) -> int:
+        """Delete ended sessions started more than ``older_than_days`` ago; returns how many.
+
+        Live sessions are never pruned; children of pruned sessions are detached.
+        """
+        cutoff = time.time() - older_than_days * 86400
+
+        def work(db: orm.Session) -> list[str]:
+            ids = sessions.prunable_ids(db, cutoff, source)
+            sessions.delete_sessions(db, ids)
+            return ids
+
+        pruned = self._write(work, "pruning sessions")
+        remove_transcripts(sessions_dir, pruned)
+        return len(pruned)
+
+    # --- search ----------------------------------------------------------------------
+
+    def search_messages(
+        self,
+        query: str,
+        source_filter: Sequence[str] | None = None,
+        exclude_sources: Sequence[str] | None = None,
+        role_filter: Sequence[str] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Full-text search over messages (content, tool name, tool-call JSON).
+
+        Words go to the word index, CJK to the trigram index or a literal substring scan.
+        Each hit has ``id, session_id, role, snippet, timestamp, tool_name, source, model,
+        session_started, context``. Never raises on query syntax.
+        """
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a str, not {type(query).__name__}")
+        plan = plan_search(query)
+        if plan.kind == "empty":
+            return []
+        filters = SearchFilters(source_filter, exclude_sources, role_filter)
+
+        def work(db: orm.Session) -> list[dict[str, Any]]:
+            hits = find_hits(db, plan, filters, limit, offset)
+            for hit in hits:
+                hit["context"] = context_of(db, hit["session_id"], hit["id"])
+            return hits
+
+        return self._read(work)
+
+    # --- metadata and maintenance ----------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        """The value stored under ``key`` in ``state_meta``."""
+        return self._read(lambda db: meta.get(db, key))
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Store ``value`` under ``key`` in ``state_meta``."""
+        self._write(lambda db: meta.put(db, key, value), "setting metadata")
+
+    def vacuum(self) -> None:
+        """Checkpoint the WAL (TRUNCATE) and ``VACUUM`` the file (SQLite only)."""
+        self._check_open()
+        from hermes_store.maintenance import vacuum
+
+        with self._lock:
+            vacuum(self.engine)
+
+    def maybe_auto_prune_and_vacuum(
+        self,
+        retention_days: float = 90,
+        min_interval_hours: float = 24,
+        vacuum: bool = True,
+        sessions_dir: str | os.PathLike[str] | None = None,
+    ) -> dict[str, Any]:
+        """Prune and vacuum at most once per ``min_interval_hours``; never raises.
+
+        Returns ``{"skipped", "pruned", "vacuumed"}`` plus ``"error"`` on failure.
+        """
+        outcome: dict[str, Any] = {"skipped": False, "pruned": 0, "vacuumed": False}
+        try:
+            last = self.get_meta("last_auto_prune")
+            try:
+                last_run = float(last) if last is not None else None
+            except ValueError:
+                last_run = None
+            if last_run is not None and time.time() - last_run < min_interval_hours * 3600:
+                outcome["skipped"] = True
+                return outcome
+            outcome["pruned"] = self.prune_sessions(retention_days, sessions_dir=sessions_dir)
+            if vacuum and outcome["pruned"] > 0:
+                try:
+                    self.vacuum()
+                    outcome["vacuumed"] = True
+                except Exception as exc:
+                    log.warning("auto-vacuum failed: %s", exc)
+            self.set_meta("last_auto_prune", str(time.time()))
+        except Exception as exc:
+            log.warning("auto-prune failed: %s", exc)
+            outcome["error"] = str(exc)
+        return outcome
+
+    def close(self) -> None:
+        """Checkpoint the WAL and close every connection; calling it twice is harmless."""
+        if self._closed:
+            return
+        with self._uow._lock:
+            if self._raw is not None:
+                self._raw.close()
+                self._raw = None
+        self._uow.close()
+        self._closed = True
+
+    def __enter__(self) -> SessionDB:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+# --- conversation shaping -------------------------------------------------------------
+
+
+def _conversation_entry(row: Any) -> dict[str, Any]:
+    content = codec.decode_content(row.content)
+    if row.role in ("user", "assistant") and isinstance(content, str):
+        content = sanitize_context(content).strip()
+    entry: dict[str, Any] = {"role": row.role, "content": content}
+    if row.tool_call_id:
+        entry["tool_call_id"] = row.tool_call_id
+    if row.tool_name:
+        entry["tool_name"] = row.tool_name
+    if row.tool_calls:
+        entry["tool_calls"] = codec.decode_tool_calls(row.tool_calls)
+    if row.role == "assistant":
+        if row.finish_reason:
+            entry["finish_reason"] = row.finish_reason
+        if row.reasoning:
+            entry["reasoning"] = row.reasoning
+        if row.reasoning_content is not None:
+            entry["reasoning_content"] = row.reasoning_content
+        for key in ("reasoning_details", "codex_reasoning_items", "codex_message_items"):
+            raw = getattr(row, key)
+            if raw:
+                entry[key] = codec.decode_json_or(raw, None)
+    return entry
+
+
+def _is_replayed_prompt(kept: list[dict[str, Any]], entry: dict[str, Any]) -> bool:
+    """A user prompt equal to an earlier one with no assistant output in between."""
+    content = entry.get("content")
+    if entry["role"] != "user" or not isinstance(content, str) or not content:
+        return False
+    for previous in reversed(kept):
+        if previous["role"] == "user" and previous.get("content") == content:
+            return True
+        if previous["role"] == "assistant" and (previous.get("content") or previous.get("tool_calls")):
+            return False
+    return False
+
+
+def _finish_preview(raw: Any) -> str:
+    text = codec.preview_text(raw)
+    if isinstance(raw, str) and raw.startswith(codec.CONTENT_JSON_PREFIX):
+        text = text.replace("\n", " ").replace("\r", " ")[:63]
+    text = text.strip()
+    return text[:_PREVIEW_CHARS] + "..." if len(text) > _PREVIEW_CHARS else text
+
+
+def _project_tip(db: orm.Session, row: dict[str, Any]) -> None:
+    root_id = row["id"]
+    tip = lineage.compression_tip(db, root_id)
+    if tip == root_id:
+        return
+    tip_row = listing.rich_row(db, tip)
+    if tip_row is None:
+        return
+    tip_row["preview"] = _finish_preview(tip_row["preview"])
+    for key in _PROJECTED_KEYS:
+        row[key] = tip_row[key]
+    row["_lineage_root_id"] = root_id

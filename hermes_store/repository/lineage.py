@@ -1,0 +1,137 @@
+"""Session lineage through ``parent_session_id``: ancestors, descendants, compression tips.
+
+Three kinds of child exist: a *compression continuation* (parent ended with
+``'compression'``, child started at or after the parent ended), a *branch* (parent ended
+with ``'branched'``, same timing) and a *delegate* (started while the parent was live).
+The walks are recursive CTEs written in SQL both SQLite and PostgreSQL run, bounded in
+depth so a corrupt cycle cannot loop forever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import orm, text
+
+MAX_DEPTH = 100
+MAX_RESUME_DEPTH = 32
+
+
+@dataclass(frozen=True)
+class LineageNode:
+    """One session in a lineage walk."""
+
+    id: str
+    parent_session_id: str | None
+    title: str | None
+    started_at: float
+    ended_at: float | None
+    end_reason: str | None
+    depth: int
+
+
+_ANCESTORS = text(
+    """
+    WITH RECURSIVE lineage(id, depth) AS (
+        SELECT id, 0 FROM sessions WHERE id = :session_id
+        UNION
+        SELECT s.parent_session_id, l.depth + 1
+        FROM lineage l JOIN sessions s ON s.id = l.id
+        WHERE s.parent_session_id IS NOT NULL AND l.depth < :max_depth
+    )
+    SELECT s.id, s.parent_session_id, s.title, s.started_at, s.ended_at, s.end_reason,
+           MIN(l.depth) AS depth
+    FROM lineage l JOIN sessions s ON s.id = l.id
+    GROUP BY s.id, s.parent_session_id, s.title, s.started_at, s.ended_at, s.end_reason
+    ORDER BY depth DESC
+    """
+)
+
+_DESCENDANTS = text(
+    """
+    WITH RECURSIVE descendants(id, depth) AS (
+        SELECT id, 0 FROM sessions WHERE id = :session_id
+        UNION
+        SELECT s.id, d.depth + 1
+        FROM descendants d JOIN sessions s ON s.parent_session_id = d.id
+        WHERE d.depth < :max_depth
+    )
+    SELECT s.id, s.parent_session_id, s.title, s.started_at, s.ended_at, s.end_reason,
+           MIN(d.depth) AS depth
+    FROM descendants d JOIN sessions s ON s.id = d.id
+    GROUP BY s.id, s.parent_session_id, s.title, s.started_at, s.ended_at, s.end_reason
+    ORDER BY depth, s.started_at, s.id
+    """
+)
+
+# One step = the latest-started continuation of a session that ended by compression.
+_COMPRESSION_TIP = text(
+    """
+    WITH RECURSIVE chain(id, depth) AS (
+        SELECT id, 0 FROM sessions WHERE id = :session_id
+        UNION ALL
+        SELECT (
+            SELECT c.id FROM sessions c JOIN sessions p ON p.id = c.parent_session_id
+            WHERE c.parent_session_id = chain.id
+              AND p.end_reason = 'compression'
+              AND c.started_at >= p.ended_at
+            ORDER BY c.started_at DESC, c.id DESC
+            LIMIT 1
+        ), depth + 1
+        FROM chain
+        WHERE chain.id IS NOT NULL AND depth < :max_depth
+    )
+    SELECT id FROM chain WHERE id IS NOT NULL ORDER BY depth DESC LIMIT 1
+    """
+)
+
+
+def ancestors(db: orm.Session, session_id: str) -> list[LineageNode]:
+    """The session and its ancestors, root first, session last (empty if unknown)."""
+    rows = db.execute(_ANCESTORS, {"session_id": session_id, "max_depth": MAX_DEPTH}).all()
+    return [LineageNode(*row) for row in rows]
+
+
+def descendants(db: orm.Session, session_id: str) -> list[LineageNode]:
+    """The session and every descendant, breadth first (empty if unknown)."""
+    rows = db.execute(_DESCENDANTS, {"session_id": session_id, "max_depth": MAX_DEPTH}).all()
+    return [LineageNode(*row) for row in rows]
+
+
+def chain_root_to_session(db: orm.Session, session_id: str) -> list[str]:
+    """Ids from the root ancestor down to ``session_id``; ``[session_id]`` if unknown."""
+    ids = [node.id for node in ancestors(db, session_id)]
+    return ids or [session_id]
+
+
+def compression_tip(db: orm.Session, session_id: str) -> str:
+    """The last continuation reached by following compression splits (or the input)."""
+    tip = db.execute(_COMPRESSION_TIP, {"session_id": session_id, "max_depth": MAX_DEPTH}).scalar()
+    return str(tip) if tip is not None else session_id
+
+
+_LATEST_CHILD = text(
+    "SELECT id FROM sessions WHERE parent_session_id = :parent ORDER BY started_at DESC, id DESC LIMIT 1"
+)
+_HAS_MESSAGES = text("SELECT 1 FROM messages WHERE session_id = :session_id LIMIT 1")
+
+
+def resume_target(db: orm.Session, session_id: str) -> str:
+    """The session to resume: itself if it has messages, else its first descendant that does.
+
+    Walks down the latest-started child of any kind, at most 32 levels, never revisiting
+    a session; returns the input when nothing below has messages.
+    """
+    if db.execute(_HAS_MESSAGES, {"session_id": session_id}).first() is not None:
+        return session_id
+    visited = {session_id}
+    current = session_id
+    for _ in range(MAX_RESUME_DEPTH):
+        child = db.execute(_LATEST_CHILD, {"parent": current}).scalar()
+        if child is None or child in visited:
+            break
+        if db.execute(_HAS_MESSAGES, {"session_id": child}).first() is not None:
+            return str(child)
+        visited.add(child)
+        current = child
+    return session_id

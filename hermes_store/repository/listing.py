@@ -1,0 +1,211 @@
+"""Read-side session listings: recent sessions with previews, last activity, analytics.
+
+The listing SQL is hand-written (``text()``) because its shape — correlated preview and
+last-activity subqueries, and a recursive CTE over compression continuations — reads
+better as SQL than as a builder expression. It runs unchanged on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import bindparam, func, orm, select, text
+
+from hermes_store.codec import CONTENT_JSON_PREFIX
+from hermes_store.models import Session
+
+_SESSION_COLUMN_NAMES = tuple(column.name for column in Session.__table__.columns)
+_S_COLUMNS = ", ".join(f"s.{name}" for name in _SESSION_COLUMN_NAMES)
+
+# The first user message's text, newlines flattened, first 63 characters. Content
+# stored behind the JSON sentinel (multimodal) is returned whole so that Python can
+# pull its text parts out: SQLite's substr() would stop at the sentinel's NUL byte.
+_PREVIEW = """(
+    SELECT CASE
+        WHEN substr(CAST(m.content AS BLOB), 1, :sentinel_len) = CAST(:sentinel AS BLOB)
+            THEN m.content
+        ELSE substr(replace(replace(m.content, :lf, ' '), :cr, ' '), 1, 63)
+    END
+    FROM messages m
+    WHERE m.session_id = s.id AND m.role = 'user' AND m.content IS NOT NULL
+    ORDER BY m.timestamp, m.id
+    LIMIT 1
+)"""
+_LAST_ACTIVE = (
+    "COALESCE((SELECT MAX(m2.timestamp) FROM messages m2 WHERE m2.session_id = s.id), s.started_at)"
+)
+_VISIBLE_CHILD = """(
+    s.parent_session_id IS NULL
+    OR EXISTS (
+        SELECT 1 FROM sessions p
+        WHERE p.id = s.parent_session_id
+          AND p.end_reason = 'branched'
+          AND s.started_at >= p.ended_at
+    )
+)"""
+
+_PREVIEW_PARAMS = {
+    "sentinel": CONTENT_JSON_PREFIX,
+    "sentinel_len": len(CONTENT_JSON_PREFIX.encode()),
+    "lf": "\n",
+    "cr": "\r",
+}
+
+
+@dataclass(frozen=True)
+class ListingFilter:
+    """Which sessions a listing shows."""
+
+    source: str | None = None
+    exclude_sources: Sequence[str] | None = None
+    include_children: bool = False
+
+    def where(self) -> tuple[str, dict[str, Any]]:
+        """The SQL condition on alias ``s`` and its parameters."""
+        clauses = ["1 = 1"]
+        params: dict[str, Any] = {}
+        if not self.include_children:
+            clauses.append(_VISIBLE_CHILD)
+        if self.source:
+            clauses.append("s.source = :source")
+            params["source"] = self.source
+        if self.exclude_sources:
+            clauses.append("s.source NOT IN :exclude_sources")
+            params["exclude_sources"] = list(self.exclude_sources)
+        return " AND ".join(clauses), params
+
+
+def _bind(sql: str, params: dict[str, Any]) -> Any:
+    statement = text(sql)
+    if "exclude_sources" in params:
+        statement = statement.bindparams(bindparam("exclude_sources", expanding=True))
+    return statement
+
+
+def rich_rows(db: orm.Session, listing: ListingFilter, limit: int, offset: int) -> list[dict[str, Any]]:
+    """Sessions with ``preview`` (raw, see :func:`finish_preview`) and ``last_active``,
+    newest first."""
+    condition, params = listing.where()
+    sql = (
+        f"SELECT {_S_COLUMNS}, {_PREVIEW} AS preview, {_LAST_ACTIVE} AS last_active "
+        f"FROM sessions s WHERE {condition} "
+        "ORDER BY s.started_at DESC LIMIT :limit OFFSET :offset"
+    )
+    params |= {**_PREVIEW_PARAMS, "limit": limit, "offset": offset}
+    return [dict(row._mapping) for row in db.execute(_bind(sql, params), params)]
+
+
+def rich_rows_by_last_active(
+    db: orm.Session, listing: ListingFilter, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """Like :func:`rich_rows`, ordered by the latest activity anywhere in each row's
+    compression chain (so a conversation continued after compression sorts by its tip)."""
+    condition, params = listing.where()
+    sql = f"""
+    WITH RECURSIVE roots AS (
+        SELECT s.id FROM sessions s WHERE {condition}
+    ),
+    chain(root_id, id, depth) AS (
+        SELECT id, id, 0 FROM roots
+        UNION ALL
+        SELECT chain.root_id, c.id, chain.depth + 1
+        FROM chain
+        JOIN sessions p ON p.id = chain.id
+        JOIN sessions c ON c.parent_session_id = p.id
+        WHERE p.end_reason = 'compression' AND c.started_at >= p.ended_at AND chain.depth < 100
+    ),
+    effective AS (
+        SELECT chain.root_id, MAX(COALESCE(
+            (SELECT MAX(m.timestamp) FROM messages m WHERE m.session_id = chain.id),
+            (SELECT cs.started_at FROM sessions cs WHERE cs.id = chain.id)
+        )) AS active_at
+        FROM chain GROUP BY chain.root_id
+    )
+    SELECT {_S_COLUMNS}, {_PREVIEW} AS preview, {_LAST_ACTIVE} AS last_active
+    FROM sessions s JOIN effective e ON e.root_id = s.id
+    ORDER BY e.active_at DESC, s.started_at DESC, s.id DESC
+    LIMIT :limit OFFSET :offset
+    """
+    params |= {**_PREVIEW_PARAMS, "limit": limit, "offset": offset}
+    return [dict(row._mapping) for row in db.execute(_bind(sql, params), params)]
+
+
+def rich_row(db: orm.Session, session_id: str) -> dict[str, Any] | None:
+    """One session with its raw preview and last_active, or ``None``."""
+    sql = (
+        f"SELECT {_S_COLUMNS}, {_PREVIEW} AS preview, {_LAST_ACTIVE} AS last_active "
+        "FROM sessions s WHERE s.id = :session_id"
+    )
+    row = db.execute(text(sql), {**_PREVIEW_PARAMS, "session_id": session_id}).first()
+    return None if row is None else dict(row._mapping)
+
+
+def by_last_active(db: orm.Session, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
+    """Every session column plus ``last_active``, most recently active first."""
+    where = "WHERE s.source = :source" if source else ""
+    sql = (
+        f"SELECT {_S_COLUMNS}, {_LAST_ACTIVE} AS last_active FROM sessions s {where} "
+        "ORDER BY last_active DESC, s.started_at DESC, s.id DESC LIMIT :limit OFFSET :offset"
+    )
+    params: dict[str, Any] = {"limit": limit, "offset": offset}
+    if source:
+        params["source"] = source
+    return [dict(row._mapping) for row in db.execute(text(sql), params)]
+
+
+# --- analytics ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelUsage:
+    """Token and cost totals of one model."""
+
+    model: str
+    session_count: int
+    input_tokens: int
+    output_tokens: int
+    estimated_cost_usd: float
+
+
+def usage_by_model(db: orm.Session) -> list[ModelUsage]:
+    """Totals per model (sessions with a model only), most expensive first."""
+    total_cost = func.coalesce(func.sum(Session.estimated_cost_usd), 0.0)
+    rows = db.execute(
+        select(
+            Session.model,
+            func.count(),
+            func.coalesce(func.sum(Session.input_tokens), 0),
+            func.coalesce(func.sum(Session.output_tokens), 0),
+            total_cost,
+        )
+        .where(Session.model.is_not(None))
+        .group_by(Session.model)
+        .order_by(total_cost.desc(), Session.model)
+    ).all()
+    return [
+        ModelUsage(str(r[0]), int(r[1]), int(r[2] or 0), int(r[3] or 0), float(r[4] or 0.0)) for r in rows
+    ]
+
+
+@dataclass(frozen=True)
+class SessionTokens:
+    """A session's token total, for "top sessions" reports."""
+
+    id: str
+    title: str | None
+    model: str | None
+    total_tokens: int
+    estimated_cost_usd: float | None
+
+
+def top_sessions_by_tokens(db: orm.Session, limit: int = 10) -> list[SessionTokens]:
+    """The sessions with the most input + output tokens."""
+    total = func.coalesce(Session.input_tokens, 0) + func.coalesce(Session.output_tokens, 0)
+    rows = db.execute(
+        select(Session.id, Session.title, Session.model, total, Session.estimated_cost_usd)
+        .order_by(total.desc(), Session.id)
+        .limit(limit)
+    ).all()
+    return [SessionTokens(r[0], r[1], r[2], int(r[3] or 0), r[4]) for r in rows]

@@ -1,0 +1,142 @@
+"""Message rows: appending, rewriting, reading back and counting.
+
+Functions take the caller's ORM session and never commit. Values arrive already
+encoded (see :mod:`hermes_store.codec`); these functions only move rows. Reads order by
+``id``, i.e. insertion order, which a clock jumping backwards cannot disturb.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Row, delete, func, insert, orm, select, update
+
+from hermes_store.models import Message, Session
+
+MESSAGE_COLUMNS = tuple(Message.__table__.columns)
+CONVERSATION_COLUMNS = (
+    Message.session_id,
+    Message.role,
+    Message.content,
+    Message.tool_call_id,
+    Message.tool_calls,
+    Message.tool_name,
+    Message.finish_reason,
+    Message.reasoning,
+    Message.reasoning_content,
+    Message.reasoning_details,
+    Message.codex_reasoning_items,
+    Message.codex_message_items,
+)
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """One message ready to store: content and JSON fields already encoded."""
+
+    role: str
+    content: object = None
+    tool_call_id: str | None = None
+    tool_calls: str | None = None
+    tool_name: str | None = None
+    token_count: int | None = None
+    finish_reason: str | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
+    reasoning_details: str | None = None
+    codex_reasoning_items: str | None = None
+    codex_message_items: str | None = None
+    tool_call_units: int = 0
+    """How much this message adds to the session's ``tool_call_count``."""
+
+    def row(self, session_id: str, timestamp: float) -> dict[str, Any]:
+        """The column values of this message for ``session_id`` at ``timestamp``."""
+        return {
+            "session_id": session_id,
+            "role": self.role,
+            "content": self.content,
+            "tool_call_id": self.tool_call_id,
+            "tool_calls": self.tool_calls,
+            "tool_name": self.tool_name,
+            "timestamp": timestamp,
+            "token_count": self.token_count,
+            "finish_reason": self.finish_reason,
+            "reasoning": self.reasoning,
+            "reasoning_content": self.reasoning_content,
+            "reasoning_details": self.reasoning_details,
+            "codex_reasoning_items": self.codex_reasoning_items,
+            "codex_message_items": self.codex_message_items,
+        }
+
+
+def append(db: orm.Session, session_id: str, message: NewMessage) -> int:
+    """Insert one message and bump the session's counters; returns the new id.
+
+    Raises the driver's ``IntegrityError`` when the session does not exist.
+    """
+    result = db.execute(insert(Message).values(**message.row(session_id, time.time())))
+    new_id = result.inserted_primary_key[0]  # type: ignore[attr-defined]
+    db.execute(
+        update(Session)
+        .where(Session.id == session_id)
+        .values(
+            message_count=func.coalesce(Session.message_count, 0) + 1,
+            tool_call_count=func.coalesce(Session.tool_call_count, 0) + message.tool_call_units,
+        )
+    )
+    return int(new_id)
+
+
+def replace_all(db: orm.Session, session_id: str, messages: Sequence[NewMessage]) -> None:
+    """Replace a session's transcript; timestamps rise by 1 µs per message from now."""
+    db.execute(delete(Message).where(Message.session_id == session_id))
+    start = time.time()
+    if messages:
+        db.execute(
+            insert(Message),
+            [message.row(session_id, start + index * 1e-6) for index, message in enumerate(messages)],
+        )
+    db.execute(
+        update(Session)
+        .where(Session.id == session_id)
+        .values(
+            message_count=len(messages),
+            tool_call_count=sum(message.tool_call_units for message in messages),
+        )
+    )
+
+
+def clear(db: orm.Session, session_id: str) -> None:
+    """Delete a session's messages and zero its message and tool-call counters."""
+    db.execute(delete(Message).where(Message.session_id == session_id))
+    db.execute(update(Session).where(Session.id == session_id).values(message_count=0, tool_call_count=0))
+
+
+def rows_for(db: orm.Session, session_id: str) -> Sequence[Row[Any]]:
+    """All 15 columns of a session's messages, in insertion order."""
+    return db.execute(
+        select(*MESSAGE_COLUMNS).where(Message.session_id == session_id).order_by(Message.id)
+    ).all()
+
+
+def conversation_rows(db: orm.Session, session_ids: Sequence[str]) -> Sequence[Row[Any]]:
+    """The replay columns of the messages of ``session_ids``, in insertion order."""
+    rows: Sequence[Row[Any]] = db.execute(
+        select(*CONVERSATION_COLUMNS).where(Message.session_id.in_(list(session_ids))).order_by(Message.id)
+    ).all()
+
+
+def has_any(db: orm.Session, session_id: str) -> bool:
+    """Whether the session has at least one message."""
+    return db.execute(select(Message.id).where(Message.session_id == session_id).limit(1)).first() is not None
+
+
+def count(db: orm.Session, session_id: str | None = None) -> int:
+    """Number of messages, of one session when ``session_id`` is given (and non-empty)."""
+    query = select(func.count()).select_from(Message)
+    if session_id:
+        query = query.where(Message.session_id == session_id)
+    return int(db.execute(query).scalar_one())

@@ -1,0 +1,276 @@
+"""Session rows: lifecycle, token accounting, titles, deletion and pruning.
+
+Every function takes the caller's ORM session and never commits; writes are meant to
+run inside :meth:`hermes_store.unit_of_work.UnitOfWork.write`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, delete, exists, func, orm, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from hermes_store.models import Message, Session
+from hermes_store.titles import escape_like, split_title_number
+
+SESSION_COLUMNS = tuple(Session.__table__.columns)
+
+
+def _insert_ignoring_duplicates(db: orm.Session, values: dict[str, Any]) -> None:
+    """``INSERT … ON CONFLICT (id) DO NOTHING`` in the session's dialect."""
+    dialect = db.get_bind().dialect.name
+    builder = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = builder(Session).values(**values).on_conflict_do_nothing(index_elements=["id"])
+    db.execute(statement)
+
+
+def insert_session(
+    db: orm.Session,
+    session_id: str,
+    source: str,
+    *,
+    model: str | None = None,
+    model_config: str | None = None,
+    system_prompt: str | None = None,
+    user_id: str | None = None,
+    parent_session_id: str | None = None,
+    started_at: float | None = None,
+) -> None:
+    """Insert a session unless one with this id exists (the first write wins)."""
+    _insert_ignoring_duplicates(
+        db,
+        {
+            "id": session_id,
+            "source": source,
+            "model": model,
+            "model_config": model_config,
+            "system_prompt": system_prompt,
+            "user_id": user_id,
+            "parent_session_id": parent_session_id,
+            "started_at": time.time() if started_at is None else started_at,
+        },
+    )
+
+
+def get_row(db: orm.Session, session_id: str) -> dict[str, Any] | None:
+    """All 27 columns of a session as a dict, or ``None``."""
+    row = db.execute(select(*SESSION_COLUMNS).where(Session.id == session_id)).first()
+    return None if row is None else dict(row._mapping)
+
+
+def exists_id(db: orm.Session, session_id: str) -> bool:
+    """Whether a session with exactly this id exists."""
+    return db.execute(select(Session.id).where(Session.id == session_id)).first() is not None
+
+
+def end(db: orm.Session, session_id: str, end_reason: str | None) -> None:
+    """Mark a live session ended; the first end wins."""
+    db.execute(
+        update(Session)
+        .where(Session.id == session_id, Session.ended_at.is_(None))
+        .values(ended_at=time.time(), end_reason=end_reason)
+    )
+
+
+def reopen(db: orm.Session, session_id: str) -> None:
+    """Clear ``ended_at`` and ``end_reason``."""
+    db.execute(update(Session).where(Session.id == session_id).values(ended_at=None, end_reason=None))
+
+
+def set_column(db: orm.Session, session_id: str, **values: Any) -> int:
+    """Set columns of one session; returns the number of rows changed (0 or 1)."""
+    result = db.execute(update(Session).where(Session.id == session_id).values(**values))
+    return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """One ``update_token_counts`` call's figures."""
+
+    input_tokens: int | None = 0
+    output_tokens: int | None = 0
+    cache_read_tokens: int | None = 0
+    cache_write_tokens: int | None = 0
+    reasoning_tokens: int | None = 0
+    estimated_cost_usd: float | None = None
+    actual_cost_usd: float | None = None
+    cost_status: str | None = None
+    cost_source: str | None = None
+    pricing_version: str | None = None
+    billing_provider: str | None = None
+    billing_base_url: str | None = None
+    billing_mode: str | None = None
+    model: str | None = None
+    api_call_count: int | None = 0
+
+
+_TOKEN_COLUMNS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
+_FIRST_VALUE_WINS = ("billing_provider", "billing_base_url", "billing_mode", "model")
+_LATEST_NON_NULL_WINS = ("cost_status", "cost_source", "pricing_version")
+
+
+def apply_token_usage(db: orm.Session, session_id: str, usage: TokenUsage, absolute: bool) -> None:
+    """Add (or, with ``absolute``, set) token and cost figures; creates a missing session.
+
+    Incremental mode treats a NULL counter as 0. ``model`` and the billing fields keep
+    the first non-NULL value ever written; cost status/source/pricing take the latest
+    non-NULL value.
+    """
+    insert_session(db, session_id, "unknown")
+    columns = Session.__table__.c
+    values: dict[str, Any] = {}
+    for name in _TOKEN_COLUMNS:
+        given = getattr(usage, name)
+        if absolute:
+            values[name] = given
+        else:
+            values[name] = func.coalesce(columns[name], 0) + (given or 0)
+    if absolute:
+        values["estimated_cost_usd"] = usage.estimated_cost_usd or 0.0
+        values["api_call_count"] = usage.api_call_count
+    else:
+        values["estimated_cost_usd"] = func.coalesce(columns.estimated_cost_usd, 0.0) + (
+            usage.estimated_cost_usd or 0.0
+        )
+        values["api_call_count"] = func.coalesce(columns.api_call_count, 0) + (usage.api_call_count or 0)
+    if usage.actual_cost_usd is not None:
+        values["actual_cost_usd"] = (
+            usage.actual_cost_usd
+            if absolute
+            else func.coalesce(columns.actual_cost_usd, 0.0) + usage.actual_cost_usd
+        )
+    for name in _LATEST_NON_NULL_WINS:
+        if getattr(usage, name) is not None:
+            values[name] = getattr(usage, name)
+    for name in _FIRST_VALUE_WINS:
+        if getattr(usage, name) is not None:
+            values[name] = func.coalesce(columns[name], getattr(usage, name))
+    db.execute(update(Session).where(Session.id == session_id).values(**values))
+
+
+# --- titles -------------------------------------------------------------------------
+
+
+def title_owner(db: orm.Session, title: str, other_than: str) -> str | None:
+    """Id of a session other than ``other_than`` holding exactly ``title``."""
+    return db.execute(
+        select(Session.id).where(Session.title == title, Session.id != other_than).limit(1)
+    ).scalar()
+
+
+def id_by_title(db: orm.Session, title: str) -> str | None:
+    """Id of the session titled exactly ``title`` (case-sensitive)."""
+    return db.execute(select(Session.id).where(Session.title == title)).scalar()
+
+
+def row_by_title(db: orm.Session, title: str) -> dict[str, Any] | None:
+    """The full row of the session titled exactly ``title``."""
+    row = db.execute(select(*SESSION_COLUMNS).where(Session.title == title)).first()
+    return None if row is None else dict(row._mapping)
+
+
+def _numbered_variants(title: str) -> ColumnElement[bool]:
+    return Session.title.like(f"{escape_like(title)} #%", escape="\\")
+
+
+def latest_numbered_variant(db: orm.Session, title: str) -> str | None:
+    """Id of the most recently started session titled ``"<title> #…"``."""
+    return db.execute(
+        select(Session.id).where(_numbered_variants(title)).order_by(Session.started_at.desc()).limit(1)
+    ).scalar()
+
+
+_TRAILING_NUMBER = re.compile(r" #([0-9]+)$")
+
+
+def next_title_in_lineage(db: orm.Session, base_title: str) -> str:
+    """``"<base> #N"`` with N one above the highest number in use, or the base if unused."""
+    base, _ = split_title_number(base_title)
+    titles = (
+        db.execute(select(Session.title).where((Session.title == base) | _numbered_variants(base)))
+        .scalars()
+        .all()
+    )
+    if not titles:
+        return base
+    highest = 1
+    for title in titles:
+        match = _TRAILING_NUMBER.search(title or "")
+        if match:
+            highest = max(highest, int(match.group(1)))
+    return f"{base} #{highest + 1}"
+
+
+def resolve_id_prefix(db: orm.Session, prefix: str) -> str | None:
+    """The id equal to ``prefix``, else the only id starting with it, else ``None``."""
+    if exists_id(db, prefix):
+        return prefix
+    ids = (
+        db.execute(
+            select(Session.id)
+            .where(Session.id.like(f"{escape_like(prefix)}%", escape="\\"))
+            .order_by(Session.started_at.desc())
+            .limit(2)
+        )
+        .scalars()
+        .all()
+    )
+    return ids[0] if len(ids) == 1 else None
+
+
+# --- deletion -----------------------------------------------------------------------
+
+
+def delete_sessions(db: orm.Session, ids: Sequence[str]) -> None:
+    """Delete sessions and their messages, detaching their children first.
+
+    Children (compression continuations, branches, delegates) are kept with
+    ``parent_session_id = NULL``; grandchildren keep their link to the child.
+    """
+    if not ids:
+        return
+    for chunk_start in range(0, len(ids), 500):
+        chunk = list(ids[chunk_start : chunk_start + 500])
+        db.execute(update(Session).where(Session.parent_session_id.in_(chunk)).values(parent_session_id=None))
+        db.execute(delete(Message).where(Message.session_id.in_(chunk)))
+        db.execute(delete(Session).where(Session.id.in_(chunk)))
+
+
+def prunable_ids(db: orm.Session, cutoff: float, source: str | None) -> list[str]:
+    """Ended sessions started before ``cutoff`` (optionally of one source)."""
+    query = select(Session.id).where(Session.started_at < cutoff, Session.ended_at.is_not(None))
+    if source:
+        query = query.where(Session.source == source)
+    return list(db.execute(query).scalars())
+
+
+def ghost_ids(db: orm.Session, cutoff: float) -> list[str]:
+    """Untitled, ended, message-less ``tui`` sessions started before ``cutoff``."""
+    has_messages = exists().where(Message.session_id == Session.id)
+    query = select(Session.id).where(
+        Session.source == "tui",
+        Session.title.is_(None),
+        Session.ended_at.is_not(None),
+        Session.started_at < cutoff,
+        ~has_messages,
+    )
+    return list(db.execute(query).scalars())
+
+
+def count(db: orm.Session, source: str | None = None) -> int:
+    """Number of sessions, optionally of one source."""
+    query = select(func.count()).select_from(Session)
+    if source:
+        query = query.where(Session.source == source)
+    return int(db.execute(query).scalar_one())

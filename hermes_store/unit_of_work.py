@@ -1,0 +1,135 @@
+"""One write = one function run inside one write transaction, retried whole.
+
+Several processes share one SQLite file. A writer that finds the database locked must
+not half-apply its work or give up at once: the whole transaction function is run again
+after a random 20–150 ms pause (random, so that writers stop colliding in lock-step),
+up to 15 attempts. Lock errors are recognised by SQLite's error code, never by message
+text. Writers of one process are serialised by a lock here so they queue in Python
+instead of fighting each other through SQLite's busy handler.
+
+Repositories receive the ORM session and never commit: the unit of work commits when
+the function returns, and rolls back if it raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import orm
+from sqlalchemy.engine import Engine
+
+from hermes_store.engine import write_engine
+from hermes_store.errors import WriteConflict
+from hermes_store.errors_map import is_retryable_conflict, translate
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MAX_ATTEMPTS = 15
+RETRY_MIN_S = 0.020
+RETRY_MAX_S = 0.150
+CHECKPOINT_EVERY_N_WRITES = 50
+
+
+class UnitOfWork:
+    """Runs retried write transactions and short read transactions on one engine.
+
+    Thread-safe: one instance may be shared by all threads of a process.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        max_attempts: int = MAX_ATTEMPTS,
+        retry_min_s: float = RETRY_MIN_S,
+        retry_max_s: float = RETRY_MAX_S,
+        checkpoint_every: int = CHECKPOINT_EVERY_N_WRITES,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self.engine = engine
+        self.max_attempts = max_attempts
+        self.retry_min_s = retry_min_s
+        self.retry_max_s = retry_max_s
+        self.checkpoint_every = checkpoint_every
+        self._writer = orm.sessionmaker(bind=write_engine(engine), expire_on_commit=False)
+        self._reader = orm.sessionmaker(bind=engine, expire_on_commit=False)
+        self._lock = threading.Lock()
+        self.write_count = 0
+        self.retry_count = 0
+
+    def write(self, work: Callable[[orm.Session], T], operation: str) -> T:
+        """Run ``work(session)`` in one write transaction and commit; retry it whole on lock.
+
+        ``operation`` names what is being written, for the error raised when every attempt
+        found the database locked (:class:`WriteConflict`). Other errors propagate at
+        once, after rollback; SQLite storage errors become the matching ``StoreError``.
+        ``work`` may run more than once, so it must not have side effects outside the session.
+        """
+        last_error: BaseException | None = None
+        for attempt in range(1, self.max_attempts + 1):
+            with self._lock:
+                try:
+                    with self._writer.begin() as session:
+                        result = work(session)
+                except sa_exc.DBAPIError as exc:
+                    if not is_retryable_conflict(exc):
+                        translated = translate(exc, operation)
+                        if translated is exc:
+                            raise
+                        raise translated from exc
+                    last_error = exc
+                else:
+                    self._count_success()
+                    return result
+            if attempt < self.max_attempts:
+                self.retry_count += 1
+                time.sleep(random.uniform(self.retry_min_s, self.retry_max_s))
+        raise WriteConflict(operation, self.max_attempts, last_error)
+
+    @contextmanager
+    def read(self) -> Iterator[orm.Session]:
+        """A session for reads: a deferred transaction that never takes the write lock."""
+        with self._reader() as session:
+            try:
+                yield session
+            except sa_exc.DBAPIError as exc:
+                translated = translate(exc, "reading")
+                if translated is exc:
+                    raise
+                raise translated from exc
+
+    def _count_success(self) -> None:
+        self.write_count += 1
+        if self.checkpoint_every and self.write_count % self.checkpoint_every == 0:
+            self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Best-effort PASSIVE WAL checkpoint on SQLite (never raises)."""
+        if self.engine.dialect.name != "sqlite":
+            return
+        try:
+            raw = self.engine.raw_connection()
+            try:
+                cursor = raw.cursor()
+                cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                cursor.close()
+            finally:
+                raw.close()
+        except Exception as exc:  # a checkpoint is an optimisation; never fail a write for it
+            log.debug("WAL checkpoint skipped: %s", exc)
+
+    def close(self) -> None:
+        """Checkpoint (SQLite) and release every pooled connection."""
+        with self._lock:
+            self.checkpoint()
+            self.engine.dispose()

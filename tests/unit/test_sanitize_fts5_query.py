@@ -1,0 +1,293 @@
+"""The FTS5 query sanitiser: upstream's outputs where FTS5 accepts them, never a syntax error.
+
+Every row of upstream-behaviour §8.1 is pinned here. The rows whose upstream output FTS5
+rejects (contract §4.2 names four of them) are pinned to our repaired output, and a real
+FTS5 table checks both that the output parses and that the message is found.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import unicodedata
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hermes_store.search.sanitize import sanitize_fts5_query
+
+# Upstream-behaviour §8.1, rows whose upstream output FTS5 accepts: kept byte for byte.
+UPSTREAM_ROWS = [
+    ("hello world", "hello world"),
+    ("C++", "C"),
+    ('"unterminated', "unterminated"),
+    ("(problem", "problem"),
+    ("{test}", "test"),
+    ("x^y", "x y"),
+    ("hello AND", "hello"),
+    ("OR world", "world"),
+    ("NOT hello", "hello"),
+    ("AND hello AND", "hello"),
+    ("OR", ""),
+    ("AND", ""),
+    ("NOT", ""),
+    ("***", ""),
+    ("***foo", "foo"),
+    ("foo***", "foo*"),
+    ("foo **bar", "foo bar"),
+    ("deploy*", "deploy*"),
+    ("chat-send", '"chat-send"'),
+    ("docker-compose-up", '"docker-compose-up"'),
+    ('"chat-send"', '"chat-send"'),
+    ('"my chat-send thing"', '"my chat-send thing"'),
+    ("P2.2", '"P2.2"'),
+    ("simulate.p2.test.ts", '"simulate.p2.test.ts"'),
+    ("my-app.config.ts", '"my-app.config.ts"'),
+    ("sp_new", '"sp_new"'),
+    ("a_b_c", '"a_b_c"'),
+    ("my.app_config.ts", '"my.app_config.ts"'),
+    ("sp_new and 血管瘤", '"sp_new" and 血管瘤'),
+    ("P2.2 OR simulate.p2", '"P2.2" OR "simulate.p2"'),
+    ("foo.bar*", '"foo.bar"*'),
+    ('"a" "b', '"a"  b'),
+    # Upstream-behaviour §8.1 prose: lower-case operators at the ends count too.
+    ("hello and", "hello"),
+    ("__init__", '"__init__"'),
+]
+
+# Rows whose upstream output FTS5 rejects: (query, upstream output, our output, a message
+# the query must find). The first four are contract §4.2. Upstream's outputs for "a-b-"
+# and "user_id=5" are FTS5 syntax errors too, so they are repaired the same way.
+REPAIRED_ROWS = [
+    ("foo:bar", "foo:bar", '"foo:bar"', "foo bar"),
+    ("-foo", "-foo", '"-foo"', "foo bar"),
+    ("hello - world", "hello - world", "hello world", "hello world"),
+    ("a AND OR b", "a AND OR b", "a OR b", "a b"),
+    ("a-b-", '"a-b"-', '"a-b-"', "see a-b- here"),
+    ("user_id=5", '"user_id"=5', '"user_id=5"', "where user_id=5;"),
+]
+
+# Further repairs: what each kind of FTS5 hazard turns into.
+REPAIR_EXAMPLES = [
+    ("python NOT java", "python NOT java"),
+    ("a AND NOT b", "a NOT b"),
+    ("AND OR x", "x"),
+    ("x AND* y", 'x "AND"* y'),
+    ("content:foo", '"content:foo"'),
+    ("foo:bar*", '"foo:bar"*'),
+    ('"my phrase":x', '"my phrase:x"'),
+    ("it's", '"it\'s"'),
+    ("50%", '"50%"'),
+    ("a , b", "a b"),
+    ("- - -", ""),
+    ("a.b", '"a.b"'),
+    ('"a"AND', '"a"'),
+    ("NEAR(a b)", "NEAR a b"),
+    ("x:y:z OR w", '"x:y:z" OR w'),
+    ('""', ""),
+    ("_", ""),
+    ("hello\x0bworld", "hello world"),
+]
+
+DOCUMENTS = [
+    "foo bar",
+    "hello world",
+    "a b",
+    "see a-b- here",
+    "where user_id=5;",
+    "python is not java",
+    "deploy the chat-send service",
+]
+
+
+def _fts_table(*rows: str) -> sqlite3.Connection:
+    connection = sqlite3.connect(":memory:")
+    connection.execute("CREATE VIRTUAL TABLE t USING fts5(content)")
+    connection.executemany("INSERT INTO t(content) VALUES (?)", [(row,) for row in rows])
+    return connection
+
+
+def _matches(connection: sqlite3.Connection, expression: str) -> list[str]:
+    rows = connection.execute("SELECT content FROM t WHERE t MATCH ? ORDER BY rowid", (expression,))
+    return [row[0] for row in rows]
+
+
+# Shared by the hypothesis tests, which cannot take function-scoped fixtures.
+_SHARED = _fts_table(*DOCUMENTS)
+
+
+@pytest.mark.parametrize(("query", "expected"), UPSTREAM_ROWS)
+def test_keeps_upstream_output(query: str, expected: str) -> None:
+    assert sanitize_fts5_query(query) == expected
+
+
+@pytest.mark.parametrize(("query", "expected"), UPSTREAM_ROWS)
+def test_upstream_rows_parse_in_fts5(query: str, expected: str) -> None:
+    if expected:
+        _matches(_SHARED, sanitize_fts5_query(query))
+
+
+@pytest.mark.parametrize(("query", "upstream", "expected", "document"), REPAIRED_ROWS)
+def test_repaired_rows_parse_and_find_the_message(
+    query: str, upstream: str, expected: str, document: str
+) -> None:
+    """Contract §4.2: upstream's output raises inside FTS5, so its search returned []."""
+    connection = _fts_table(document, "unrelated text")
+    with pytest.raises(sqlite3.OperationalError):
+        _matches(connection, upstream)
+
+    sanitized = sanitize_fts5_query(query)
+
+    assert sanitized == expected
+    assert _matches(connection, sanitized) == [document]
+
+
+@pytest.mark.parametrize(("query", "expected"), REPAIR_EXAMPLES)
+def test_repair_examples(query: str, expected: str) -> None:
+    sanitized = sanitize_fts5_query(query)
+
+    assert sanitized == expected
+    if sanitized:
+        _matches(_SHARED, sanitized)
+
+
+def test_not_in_the_middle_keeps_its_meaning() -> None:
+    connection = _fts_table("python and java", "python only")
+
+    assert _matches(connection, sanitize_fts5_query("python NOT java")) == ["python only"]
+
+
+def test_prefix_star_is_kept() -> None:
+    assert _matches(_SHARED, sanitize_fts5_query("deploy*")) == ["deploy the chat-send service"]
+
+
+def test_balanced_phrase_is_kept() -> None:
+    assert sanitize_fts5_query('"hello world" foo') == '"hello world" foo'
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("a\x00b", "a b"),
+        ("\x00Q0\x00", "Q0"),
+        ('"x" \x00Q0\x00 y', '"x"  Q0  y'),
+        ("\x00", ""),
+        ("hello\x00 OR", "hello"),
+    ],
+)
+def test_nul_never_reaches_the_output(query: str, expected: str) -> None:
+    """A user NUL must not be taken for the phrase placeholder, nor truncate the query."""
+    sanitized = sanitize_fts5_query(query)
+
+    assert sanitized == expected
+    assert "\x00" not in sanitized
+
+
+def test_lone_surrogate_is_dropped() -> None:
+    assert sanitize_fts5_query("ab\ud800cd") == "ab cd"
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["_" * 20000 + "-", "a_" * 10000 + "-", "a-" * 10000, '"' * 10001, "AND " * 5000, "a AND " * 5000],
+)
+def test_long_hostile_input_is_handled(query: str) -> None:
+    sanitized = sanitize_fts5_query(query)
+
+    if sanitized:
+        _matches(_SHARED, sanitized)
+
+
+FTS5_FRAGMENTS = st.sampled_from(
+    [
+        '"',
+        '""',
+        "*",
+        "-",
+        ":",
+        "^",
+        "(",
+        ")",
+        "{",
+        "}",
+        "+",
+        ",",
+        ".",
+        "_",
+        "%",
+        "=",
+        "'",
+        "\\",
+        "AND",
+        "OR",
+        "NOT",
+        "NEAR",
+        "NEAR(",
+        "and",
+        "or",
+        "x:y",
+        "content:",
+        " ",
+        " ",
+        "\t",
+        "\n",
+        "\x00",
+        "\x0b",
+        "\x1a",
+        "\u3000",
+        "\xa0",
+        "a",
+        "b",
+        "foo",
+        "é",
+        "记忆",
+        "断裂",
+        "한국",
+        "ｶﾀｶﾅ",
+        "5",
+    ]
+)
+HOSTILE_QUERIES = st.lists(FTS5_FRAGMENTS, max_size=30).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text())
+def test_any_text_gives_empty_or_a_query_fts5_parses(query: str) -> None:
+    sanitized = sanitize_fts5_query(query)
+
+    assert "\x00" not in sanitized
+    if sanitized:
+        _matches(_SHARED, sanitized)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(HOSTILE_QUERIES)
+def test_fts5_syntax_soup_gives_empty_or_a_query_fts5_parses(query: str) -> None:
+    sanitized = sanitize_fts5_query(query)
+
+    assert "\x00" not in sanitized
+    if sanitized:
+        _matches(_SHARED, sanitized)
+
+
+# No upper-case letters: upper-case AND/OR/NOT are operators and change what matches.
+LITERAL_QUERIES = st.lists(
+    st.sampled_from(
+        ['"', "*", "-", ":", "^", "(", ")", "+", ".", "_", ",", "%", "=", "'", "{", "}", " "]
+        + ["a", "b", "foo", "and", "or", "not", "near", "é", "记忆", "断裂", "x:y", "-z", "1.2"]
+    ),
+    min_size=1,
+    max_size=20,
+).map("".join)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(LITERAL_QUERIES)
+def test_message_holding_the_query_text_is_found(query: str) -> None:
+    """Whatever the punctuation, searching for a message's own text finds it."""
+    sanitized = sanitize_fts5_query(query)
+    if not sanitized or not any(unicodedata.category(char)[0] in "LN" for char in query):
+        return
+    connection = _fts_table(query)
+
+    assert _matches(connection, sanitized) == [query]
