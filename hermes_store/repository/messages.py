@@ -124,9 +124,10 @@ def rows_for(db: orm.Session, session_id: str) -> Sequence[Row[Any]]:
 
 def conversation_rows(db: orm.Session, session_ids: Sequence[str]) -> Sequence[Row[Any]]:
     """The replay columns of the messages of ``session_ids``, in insertion order."""
-    rows: Sequence[Row[Any]] = db.execute(
+    statement: Any = (
         select(*CONVERSATION_COLUMNS).where(Message.session_id.in_(list(session_ids))).order_by(Message.id)
-    ).all()
+    )
+    return db.execute(statement).all()
 
 
 def has_any(db: orm.Session, session_id: str) -> bool:
