@@ -25,6 +25,8 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeEngine
 
+from hermes_store.types import MessageContent
+
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
     "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -119,7 +121,7 @@ class Message(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), nullable=False)
     role: Mapped[str] = mapped_column(Text, nullable=False)
-    content: Mapped[str | None]
+    content: Mapped[Any] = mapped_column(MessageContent())
     tool_call_id: Mapped[str | None]
     tool_calls: Mapped[str | None]
     tool_name: Mapped[str | None]

@@ -48,12 +48,14 @@ def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
     return True
 
 
-def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
-    """Skip the ``started_at DESC`` index: Alembic cannot compare expression indexes.
+# Expression indexes Alembic cannot compare; their DDL is frozen in the revisions and
+# checked by tests. The last two are PostgreSQL's full-text indexes (revision 0011).
+EXPRESSION_INDEXES = frozenset({"idx_sessions_started", "idx_messages_fts", "idx_messages_trgm"})
 
-    Its definition is frozen in revision 0001 and checked by a test of the exact DDL.
-    """
-    return not (type_ == "index" and name == "idx_sessions_started")
+
+def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+    """Skip expression indexes (``started_at DESC``, PostgreSQL's text-search indexes)."""
+    return not (type_ == "index" and name in EXPRESSION_INDEXES)
 
 
 def drop_sqlite_primary_key_nullability(context: Any, revision: Any, directives: list[Any]) -> None:

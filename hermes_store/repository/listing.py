@@ -15,6 +15,7 @@ from sqlalchemy import bindparam, func, orm, select, text
 
 from hermes_store.codec import CONTENT_JSON_PREFIX
 from hermes_store.models import Session
+from hermes_store.types import POSTGRES_CONTENT_SENTINEL, content_from_storage
 
 _SESSION_COLUMN_NAMES = tuple(column.name for column in Session.__table__.columns)
 _S_COLUMNS = ", ".join(f"s.{name}" for name in _SESSION_COLUMN_NAMES)
@@ -24,8 +25,7 @@ _S_COLUMNS = ", ".join(f"s.{name}" for name in _SESSION_COLUMN_NAMES)
 # pull its text parts out: SQLite's substr() would stop at the sentinel's NUL byte.
 _PREVIEW = """(
     SELECT CASE
-        WHEN substr(CAST(m.content AS BLOB), 1, :sentinel_len) = CAST(:sentinel AS BLOB)
-            THEN m.content
+        WHEN {starts_with_sentinel} THEN m.content
         ELSE substr(replace(replace(m.content, :lf, ' '), :cr, ' '), 1, 63)
     END
     FROM messages m
@@ -46,12 +46,22 @@ _VISIBLE_CHILD = """(
     )
 )"""
 
-_PREVIEW_PARAMS = {
-    "sentinel": CONTENT_JSON_PREFIX,
-    "sentinel_len": len(CONTENT_JSON_PREFIX.encode()),
-    "lf": "\n",
-    "cr": "\r",
+_STARTS_WITH_SENTINEL = {
+    # Compared as bytes: SQLite's text functions stop at the sentinel's NUL byte.
+    "sqlite": "substr(CAST(m.content AS BLOB), 1, :sentinel_len) = CAST(:sentinel AS BLOB)",
+    "postgresql": "left(m.content, :sentinel_len) = :sentinel",
 }
+_SENTINEL = {"sqlite": CONTENT_JSON_PREFIX, "postgresql": POSTGRES_CONTENT_SENTINEL}
+
+
+def _preview_sql(db: orm.Session) -> tuple[str, dict[str, Any]]:
+    dialect = db.get_bind().dialect.name
+    sentinel = _SENTINEL.get(dialect, CONTENT_JSON_PREFIX)
+    sentinel_len = len(sentinel.encode()) if dialect == "sqlite" else len(sentinel)
+    sql = _PREVIEW.format(
+        starts_with_sentinel=_STARTS_WITH_SENTINEL.get(dialect, _STARTS_WITH_SENTINEL["sqlite"])
+    )
+    return sql, {"sentinel": sentinel, "sentinel_len": sentinel_len, "lf": "\n", "cr": "\r"}
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,16 @@ class ListingFilter:
         return " AND ".join(clauses), params
 
 
+def _with_previews(db: orm.Session, result: Any) -> list[dict[str, Any]]:
+    dialect = db.get_bind().dialect.name
+    rows = []
+    for row in result:
+        item = dict(row._mapping)
+        item["preview"] = content_from_storage(item["preview"], dialect)
+        rows.append(item)
+    return rows
+
+
 def _bind(sql: str, params: dict[str, Any]) -> Any:
     statement = text(sql)
     if "exclude_sources" in params:
@@ -88,13 +108,14 @@ def rich_rows(db: orm.Session, listing: ListingFilter, limit: int, offset: int) 
     """Sessions with ``preview`` (raw, see :func:`finish_preview`) and ``last_active``,
     newest first."""
     condition, params = listing.where()
+    preview, preview_params = _preview_sql(db)
     sql = (
-        f"SELECT {_S_COLUMNS}, {_PREVIEW} AS preview, {_LAST_ACTIVE} AS last_active "
+        f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active "
         f"FROM sessions s WHERE {condition} "
         "ORDER BY s.started_at DESC LIMIT :limit OFFSET :offset"
     )
-    params |= {**_PREVIEW_PARAMS, "limit": limit, "offset": offset}
-    return [dict(row._mapping) for row in db.execute(_bind(sql, params), params)]
+    params |= {**preview_params, "limit": limit, "offset": offset}
+    return _with_previews(db, db.execute(_bind(sql, params), params))
 
 
 def rich_rows_by_last_active(
@@ -103,6 +124,7 @@ def rich_rows_by_last_active(
     """Like :func:`rich_rows`, ordered by the latest activity anywhere in each row's
     compression chain (so a conversation continued after compression sorts by its tip)."""
     condition, params = listing.where()
+    preview, preview_params = _preview_sql(db)
     sql = f"""
     WITH RECURSIVE roots AS (
         SELECT s.id FROM sessions s WHERE {condition}
@@ -123,23 +145,24 @@ def rich_rows_by_last_active(
         )) AS active_at
         FROM chain GROUP BY chain.root_id
     )
-    SELECT {_S_COLUMNS}, {_PREVIEW} AS preview, {_LAST_ACTIVE} AS last_active
+    SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active
     FROM sessions s JOIN effective e ON e.root_id = s.id
     ORDER BY e.active_at DESC, s.started_at DESC, s.id DESC
     LIMIT :limit OFFSET :offset
     """
-    params |= {**_PREVIEW_PARAMS, "limit": limit, "offset": offset}
-    return [dict(row._mapping) for row in db.execute(_bind(sql, params), params)]
+    params |= {**preview_params, "limit": limit, "offset": offset}
+    return _with_previews(db, db.execute(_bind(sql, params), params))
 
 
 def rich_row(db: orm.Session, session_id: str) -> dict[str, Any] | None:
     """One session with its raw preview and last_active, or ``None``."""
+    preview, preview_params = _preview_sql(db)
     sql = (
-        f"SELECT {_S_COLUMNS}, {_PREVIEW} AS preview, {_LAST_ACTIVE} AS last_active "
+        f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active "
         "FROM sessions s WHERE s.id = :session_id"
     )
-    row = db.execute(text(sql), {**_PREVIEW_PARAMS, "session_id": session_id}).first()
-    return None if row is None else dict(row._mapping)
+    rows = _with_previews(db, db.execute(text(sql), {**preview_params, "session_id": session_id}))
+    return rows[0] if rows else None
 
 
 def by_last_active(db: orm.Session, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:

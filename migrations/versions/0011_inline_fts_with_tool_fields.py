@@ -11,8 +11,9 @@ and fixed the delete triggers: in inline mode the FTS5 ``'delete'`` command rais
 logic error", so rows are removed by rowid. Every message is backfilled by one
 INSERT … SELECT per index, which SQLite streams without loading rows into Python.
 The downgrade restores the v10 external-content indexes and rebuilds them.
-On PostgreSQL this revision is where full-text search objects belong (see
-hermes_store's PostgreSQL documentation); SQLite's FTS5 objects are SQLite-only.
+On PostgreSQL the same text is indexed by PostgreSQL's own means: a GIN index over its
+``tsvector`` (the ``simple`` configuration, which does not stem, like unicode61) and a
+``pg_trgm`` GIN index for CJK and substring search; no triggers are needed.
 """
 
 from __future__ import annotations
@@ -129,11 +130,28 @@ END""",
 )
 
 
+INDEXED_TEXT = "(COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, ''))"
+POSTGRES_CREATE = (
+    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
+    f"CREATE INDEX IF NOT EXISTS idx_messages_fts ON messages USING gin "
+    f"(to_tsvector('simple'::regconfig, {INDEXED_TEXT}))",
+    f"CREATE INDEX IF NOT EXISTS idx_messages_trgm ON messages USING gin ({INDEXED_TEXT} gin_trgm_ops)",
+)
+POSTGRES_DROP = (
+    "DROP INDEX IF EXISTS idx_messages_trgm",
+    "DROP INDEX IF EXISTS idx_messages_fts",
+)
+
+
 def upgrade() -> None:
     if dialect_name() == "sqlite":
         execute_all(DROP_ALL + V11_CREATE)
+    elif dialect_name() == "postgresql":
+        execute_all(POSTGRES_CREATE)
 
 
 def downgrade() -> None:
     if dialect_name() == "sqlite":
         execute_all(DROP_ALL + V10_CREATE)
+    elif dialect_name() == "postgresql":
+        execute_all(POSTGRES_DROP)

@@ -1,0 +1,169 @@
+"""Search on PostgreSQL: ``tsvector``/GIN for words, ``pg_trgm``/``ILIKE`` for CJK and substrings.
+
+The same sanitised query as on SQLite is translated from the FTS5 subset we accept —
+words, ``AND``/``OR``/``NOT``, quoted phrases, ``prefix*`` — into a ``tsquery`` built
+from bound parameters (``phraseto_tsquery`` per term, so no user text is ever spliced
+into SQL or into tsquery syntax). The ``simple`` configuration lower-cases and does not
+stem, like FTS5's unicode61 (it does not fold diacritics, unlike unicode61).
+
+Both indexes cover the same text as SQLite's FTS5 tables:
+``content || ' ' || tool_name || ' ' || tool_calls``. Differences from SQLite are listed
+in ``docs/postgresql.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlalchemy import bindparam, orm, text
+
+from hermes_store.search.engine import SearchFilters
+from hermes_store.search.plan import SearchPlan, like_pattern
+
+INDEXED_TEXT = (
+    "(COALESCE(m.content, '') || ' ' || COALESCE(m.tool_name, '') || ' ' || COALESCE(m.tool_calls, ''))"
+)
+TSVECTOR = f"to_tsvector('simple'::regconfig, {INDEXED_TEXT})"
+HEADLINE_OPTIONS = (
+    "StartSel=>>>, StopSel=<<<, MaxWords=40, MinWords=15, ShortWord=0, MaxFragments=1, FragmentDelimiter=..."
+)
+SNIPPET_CHARS = 120
+
+_TOKEN = re.compile(r'"[^"]*"\*?|\S+')
+_OPERATORS = ("AND", "OR", "NOT")
+
+
+def tsquery_sql(match: str, params: dict[str, Any]) -> str | None:
+    """Translate a sanitised FTS5 query into a tsquery SQL expression over bound terms.
+
+    Precedence follows FTS5: ``NOT`` (binary "and not") binds tighter than ``AND``
+    (explicit or implicit), which binds tighter than ``OR``. Returns ``None`` when no
+    term remains.
+    """
+    alternatives: list[str] = []
+    clause: list[str] = []
+    pending_not = False
+    for token in _TOKEN.findall(match):
+        if token in _OPERATORS:
+            if token == "OR":
+                if clause:
+                    alternatives.append("(" + " && ".join(clause) + ")")
+                clause = []
+                pending_not = False
+            elif token == "NOT":
+                pending_not = True
+            continue
+        term = _term_sql(token, params)
+        if term is None:
+            continue
+        clause.append(f"!!{term}" if pending_not else term)
+        pending_not = False
+    if clause:
+        alternatives.append("(" + " && ".join(clause) + ")")
+    if not alternatives:
+        return None
+    return "(" + " || ".join(alternatives) + ")"
+
+
+def _term_sql(token: str, params: dict[str, Any]) -> str | None:
+    prefix = token.endswith("*")
+    body = token.rstrip("*")
+    if body.startswith('"') and body.endswith('"') and len(body) >= 2:
+        body = body[1:-1].replace('""', '"')
+    if not body.strip():
+        return None
+    name = f"t{len(params)}"
+    params[name] = body
+    if prefix and re.fullmatch(r"\w+", body):
+        return f"to_tsquery('simple'::regconfig, quote_literal(lower(:{name})) || ':*')"
+    return f"phraseto_tsquery('simple'::regconfig, :{name})"
+
+
+def _filters(filters: SearchFilters, params: dict[str, Any]) -> tuple[str, list[str]]:
+    where, extra, expanding = filters.sql()
+    params.update(extra)
+    return where, expanding
+
+
+def find_hits(
+    db: orm.Session, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """The matching messages (without context) for ``plan`` on PostgreSQL."""
+    params: dict[str, Any] = {"limit": limit, "offset": offset}
+    if plan.kind == "fts" and plan.match:
+        query = tsquery_sql(plan.match, params)
+        if query is None:
+            return []
+        where, expanding = _filters(filters, params)
+        sql = f"""
+        WITH q AS (SELECT {query} AS query),
+        hits AS (
+            SELECT m.id, ts_rank({TSVECTOR}, q.query) AS score
+            FROM messages m JOIN sessions s ON s.id = m.session_id, q
+            WHERE {TSVECTOR} @@ q.query {where}
+            ORDER BY score DESC, m.id DESC
+            LIMIT :limit OFFSET :offset
+        )
+        SELECT m.id, m.session_id, m.role,
+               ts_headline('simple'::regconfig, {INDEXED_TEXT}, q.query, :headline) AS snippet,
+               m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started
+        FROM hits JOIN messages m ON m.id = hits.id JOIN sessions s ON s.id = m.session_id, q
+        ORDER BY hits.score DESC, m.id DESC
+        """
+        params["headline"] = HEADLINE_OPTIONS
+        return _run(db, sql, params, expanding)
+    terms = _substring_terms(plan)
+    if not terms:
+        return []
+    conditions = []
+    for index, term in enumerate(terms):
+        params[f"p{index}"] = like_pattern(term)
+        conditions.append(f"{INDEXED_TEXT} ILIKE :p{index} ESCAPE '\\'")
+    where, expanding = _filters(filters, params)
+    sql = f"""
+    SELECT m.id, m.session_id, m.role, m.content AS snippet, m.timestamp, m.tool_name,
+           s.source, s.model, s.started_at AS session_started
+    FROM messages m JOIN sessions s ON s.id = m.session_id
+    WHERE {" AND ".join(conditions)} {where}
+    ORDER BY m.timestamp DESC, m.id DESC
+    LIMIT :limit OFFSET :offset
+    """
+    hits = _run(db, sql, params, expanding)
+    for hit in hits:
+        hit["snippet"] = substring_snippet(hit["snippet"], terms[0], marked=plan.kind == "trigram")
+    return hits
+
+
+def _substring_terms(plan: SearchPlan) -> list[str]:
+    if plan.kind == "like":
+        return list(plan.like_terms)
+    if plan.kind == "trigram" and plan.match:
+        # The trigram plan quotes each term; every quoted term must occur (AND).
+        return [t[1:-1].replace('""', '"') for t in _TOKEN.findall(plan.match) if t.startswith('"')]
+    return []
+
+
+def substring_snippet(content: Any, term: str, marked: bool) -> str | None:
+    """A 120-character window of ``content`` around ``term`` (case-insensitive).
+
+    ``marked`` wraps the match in ``>>>``/``<<<`` as FTS5's trigram snippet does; the
+    plain LIKE path leaves it unmarked, as on SQLite.
+    """
+    if not isinstance(content, str):
+        return None
+    position = content.lower().find(term.lower())
+    if position < 0:
+        return content[:SNIPPET_CHARS]
+    start = max(0, position - 40)
+    window = content[start : start + SNIPPET_CHARS]
+    if not marked:
+        return window
+    local = position - start
+    end = local + len(term)
+    return window[:local] + ">>>" + window[local:end] + "<<<" + window[end:]
+
+
+def _run(db: orm.Session, sql: str, params: dict[str, Any], expanding: list[str]) -> list[dict[str, Any]]:
+    statement = text(sql).bindparams(*(bindparam(name, expanding=True) for name in expanding))
+    return [dict(row._mapping) for row in db.execute(statement, params)]
