@@ -124,6 +124,8 @@ class SessionDB:
             driver = self._raw.driver_connection
             if isinstance(driver, sqlite3.Connection):
                 driver.row_factory = sqlite3.Row
+            elif hasattr(driver, "autocommit"):
+                driver.autocommit = True  # like upstream's sqlite3 connection
         driver_connection: Any = self._raw.driver_connection
         return driver_connection  # type: ignore[no-any-return]
 
@@ -142,6 +144,12 @@ class SessionDB:
             return self._uow.write(work, operation)
         except sa_exc.IntegrityError as exc:
             raise _reraise_integrity(exc) from exc
+        except sa_exc.StatementError as exc:
+            # A value the column type refused (e.g. bytes on PostgreSQL): surface the
+            # caller's error as the ValueError/TypeError it is.
+            if isinstance(exc.orig, ValueError | TypeError):
+                raise exc.orig from exc
+            raise
 
     def _read(self, work: Callable[[orm.Session], T]) -> T:
         self._check_open()

@@ -121,7 +121,7 @@ class Message(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), nullable=False)
     role: Mapped[str] = mapped_column(Text, nullable=False)
-    content: Mapped[Any] = mapped_column(MessageContent())
+    content: Mapped[Any] = mapped_column(MessageContent(), nullable=True)
     tool_call_id: Mapped[str | None]
     tool_calls: Mapped[str | None]
     tool_name: Mapped[str | None]

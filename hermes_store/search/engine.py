@@ -37,11 +37,13 @@ class SearchFilters:
         parts: list[str] = []
         params: dict[str, Any] = {}
         expanding: list[str] = []
-        if self.sources is not None:
+        if self.sources is not None and not self.sources:
+            parts.append("AND 1 = 0")  # an empty include-list matches nothing
+        elif self.sources is not None:
             parts.append("AND s.source IN :sources")
             params["sources"] = list(self.sources)
             expanding.append("sources")
-        if self.exclude_sources is not None:
+        if self.exclude_sources:
             parts.append("AND s.source NOT IN :exclude_sources")
             params["exclude_sources"] = list(self.exclude_sources)
             expanding.append("exclude_sources")

@@ -1,0 +1,78 @@
+"""Revisions 0001–0011 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from hermes_store import create_engine, current_revision, downgrade, upgrade
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _alembic(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "alembic", "-x", f"url={url}", *args],
+        cwd=REPO, capture_output=True, text=True, check=False,
+    )
+
+
+def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None:
+    upgrade(pg_url)
+    inspector = sa.inspect(create_engine(pg_url))
+    assert {"sessions", "messages", "state_meta", "schema_version", "alembic_version"} <= set(
+        inspector.get_table_names()
+    )
+    assert len(inspector.get_columns("sessions")) == 27
+    assert len(inspector.get_columns("messages")) == 15
+    types = {c["name"]: c["type"] for c in inspector.get_columns("sessions")}
+    assert isinstance(types["started_at"], sa.Double | sa.DOUBLE_PRECISION)
+    indexes = {ix["name"]: ix for ix in inspector.get_indexes("sessions")}
+    assert indexes["idx_sessions_title_unique"]["unique"]
+    message_indexes = {ix["name"] for ix in inspector.get_indexes("messages")}
+    assert {"idx_messages_session", "idx_messages_fts", "idx_messages_trgm"} <= message_indexes
+    with create_engine(pg_url).connect() as connection:
+        assert connection.exec_driver_sql("SELECT version FROM schema_version").scalars().all() == [11]
+        assert connection.exec_driver_sql(
+            "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'"
+        ).scalar() == 1
+    assert current_revision(pg_url) == "0011"
+
+
+def test_epoch_seconds_keep_microseconds(pg_url: str) -> None:
+    from hermes_store import SessionDB
+
+    db = SessionDB(url=pg_url)
+    db.create_session("s", "cli")
+    db._conn.execute("UPDATE sessions SET started_at = 1796044235.319171 WHERE id = 's'")  # type: ignore[union-attr]
+    assert db.get_session("s")["started_at"] == 1796044235.319171  # type: ignore[index]
+    db.close()
+
+
+def test_step_down_and_up_keeps_rows_and_schema_version(pg_url: str) -> None:
+    from hermes_store import SessionDB
+
+    db = SessionDB(url=pg_url)
+    db.create_session("s", "cli")
+    db.append_message("s", "user", "kept through every step")
+    db.close()
+    engine = create_engine(pg_url)
+    for version in range(10, 0, -1):
+        downgrade(pg_url, f"{version:04d}")
+        with engine.connect() as connection:
+            assert connection.exec_driver_sql("SELECT version FROM schema_version").scalar() == version
+            assert connection.exec_driver_sql("SELECT count(*) FROM messages").scalar() == 1
+    upgrade(pg_url)
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("SELECT version FROM schema_version").scalar() == 11
+    engine.dispose()
+
+
+def test_alembic_check_reports_no_drift_on_postgresql(pg_url: str) -> None:
+    assert _alembic(pg_url, "upgrade", "head").returncode == 0
+    result = _alembic(pg_url, "check")
+    assert result.returncode == 0, result.stderr
+    assert "No new upgrade operations detected" in result.stdout + result.stderr

@@ -1,0 +1,139 @@
+"""SessionDB on PostgreSQL: search translation, encodings, counters under concurrency, copy."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from hermes_store import SessionDB, create_engine
+from hermes_store.search.postgres import substring_snippet, tsquery_sql
+from hermes_store.transfer import copy_store
+
+
+@pytest.fixture
+def pg_db(pg_url: str):
+    db = SessionDB(url=pg_url)
+    yield db
+    db.close()
+
+
+def _ids(results: list[dict]) -> list[int]:
+    return sorted(r["id"] for r in results)
+
+
+def test_tsquery_translation_keeps_fts5_precedence() -> None:
+    params: dict = {}
+    assert tsquery_sql("a b OR c NOT d", params) == (
+        "((phraseto_tsquery('simple'::regconfig, :t0) && phraseto_tsquery('simple'::regconfig, :t1))"
+        " || (phraseto_tsquery('simple'::regconfig, :t2) && !!phraseto_tsquery('simple'::regconfig, :t3)))"
+    )
+    assert params == {"t0": "a", "t1": "b", "t2": "c", "t3": "d"}
+    assert tsquery_sql("OR", {}) is None
+
+
+def test_substring_snippet_marks_the_match() -> None:
+    assert substring_snippet("xx 记忆断裂 yy", "记忆断裂", marked=True) == "xx >>>记忆断裂<<< yy"
+    assert substring_snippet("abc", "zz", marked=False) == "abc"
+    assert substring_snippet(None, "a", marked=True) is None
+
+
+def test_search_kinds_on_postgresql(pg_db: SessionDB) -> None:
+    db = pg_db
+    db.create_session("s1", "cli")
+    db.create_session("s2", "telegram")
+    first = db.append_message("s1", "user", "docker deployment failed on chat-send")
+    second = db.append_message("s1", "assistant", "记忆断裂 是 问题", tool_name="terminal")
+    third = db.append_message("s2", "user", "你好世界 deploying kubernetes")
+    assert _ids(db.search_messages("docker")) == [first]
+    assert _ids(db.search_messages("docker deployment")) == [first]
+    assert _ids(db.search_messages('"deployment failed"')) == [first]
+    assert _ids(db.search_messages("deploy*")) == [first, third]
+    assert _ids(db.search_messages("chat-send")) == [first]
+    assert _ids(db.search_messages("docker OR kubernetes")) == [first, third]
+    assert _ids(db.search_messages("deploy* NOT docker")) == [third]
+    assert _ids(db.search_messages("记忆断裂")) == [second]
+    assert _ids(db.search_messages("记忆")) == [second]
+    assert _ids(db.search_messages("你好 世界")) == [third]
+    assert _ids(db.search_messages("terminal")) == [second]
+    assert _ids(db.search_messages("deploy*", source_filter=["telegram"])) == [third]
+    assert db.search_messages("deploy*", source_filter=[]) == []
+    hit = db.search_messages("docker")[0]
+    assert ">>>docker<<<" in hit["snippet"]
+    assert set(hit) == {"id", "session_id", "role", "snippet", "timestamp", "tool_name", "source",
+                        "model", "session_started", "context"}
+    assert [c["role"] for c in hit["context"]] == ["user", "assistant"]
+    for query in ["foo:bar", "-foo", "a AND OR b", '"unterminated', "***", "NEAR(", "\x00"]:
+        db.search_messages(query)
+
+
+def test_content_encodings_round_trip_on_postgresql(pg_db: SessionDB) -> None:
+    db = pg_db
+    db.create_session("s", "cli")
+    db.append_message("s", "user", [{"type": "text", "text": "多模态 hello"}, {"type": "image_url"}])
+    db.append_message("s", "user", {"k": "v"})
+    db.append_message("s", "user", 5)
+    got = [m["content"] for m in db.get_messages("s")]
+    assert got == [[{"type": "text", "text": "多模态 hello"}, {"type": "image_url"}], {"k": "v"}, "5"]
+    assert db.list_sessions_rich()[0]["preview"] == "多模态 hello"
+    with pytest.raises(TypeError, match="bytes"):
+        db.append_message("s", "user", b"raw")
+    with pytest.raises(ValueError, match="NUL"):
+        db.append_message("s", "user", "a\x00b")
+    assert db.message_count("s") == 3
+
+
+def _append_many(url: str, session_id: str, count: int) -> None:
+    db = SessionDB(url=url)
+    for i in range(count):
+        db.append_message(session_id, "assistant", f"m{i}", tool_calls=[{"id": "a"}, {"id": "b"}])
+    db.close()
+
+
+def test_concurrent_appends_keep_counters_exact(pg_url: str) -> None:
+    db = SessionDB(url=pg_url)
+    db.create_session("shared", "cli")
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_append_many, args=(pg_url, "shared", 40)) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+        assert worker.exitcode == 0
+    row = db.get_session("shared")
+    assert row is not None
+    assert db.message_count("shared") == 160
+    assert row["message_count"] == 160
+    assert row["tool_call_count"] == 320
+    db.close()
+
+
+def test_copy_sqlite_to_postgresql_and_back_gives_identical_exports(pg_url: str, tmp_path: Path) -> None:
+    source = SessionDB(tmp_path / "source.db")
+    source.create_session("root", "cli", model="m", model_config={"temperature": 0.2})
+    source.create_session("child", "cli", parent_session_id="root")
+    source.set_session_title("root", "Root title")
+    for i in range(30):
+        source.append_message("root" if i % 2 else "child", "user", f"message {i} 中文")
+    source.append_message("child", "user", [{"type": "text", "text": "multimodal"}])
+    source.update_token_counts("root", input_tokens=7, estimated_cost_usd=0.25)
+    source.set_meta("last_auto_prune", "123.5")
+    first = copy_store(create_engine(tmp_path / "source.db"), create_engine(pg_url))
+    again = copy_store(create_engine(tmp_path / "source.db"), create_engine(pg_url))
+    assert first == again
+    assert (first.sessions, first.messages, first.meta) == (2, 31, 1)
+    copy_store(create_engine(pg_url), create_engine(tmp_path / "back.db"))
+    back = SessionDB(tmp_path / "back.db")
+
+    def dump(db: SessionDB) -> str:
+        return json.dumps(db.export_all(), sort_keys=True, default=str)
+
+    assert dump(back) == dump(source)
+    assert back.get_meta("last_auto_prune") == "123.5"
+    on_pg = SessionDB(url=pg_url)
+    new_id = on_pg.append_message("root", "user", "after the copy")
+    assert new_id == 32
+    for db in (source, back, on_pg):
+        db.close()
