@@ -6,8 +6,8 @@ The function works in two passes.
    phrases are protected, ``+ { } ( ) " ^`` become spaces, ``*`` runs are collapsed and
    loose stars dropped, one operator is dropped at each end, and dotted, hyphenated or
    underscored compounds (``chat-send``, ``P2.2``, ``sp_new``) are quoted as phrases.
-   Callers and tests written against upstream see the same output for every query that
-   FTS5 accepts.
+   Whenever that output is a valid FTS5 query it is the final answer, so callers written
+   against upstream see the same strings.
 2. **Repair** (contract §4.2). The result is lexed the way FTS5 lexes it. When FTS5 would
    reject it, or would read part of it as a column filter (``foo:bar``, ``-foo``), it is
    rebuilt: each whitespace-separated chunk that is not plain words, phrases and prefix
@@ -53,11 +53,11 @@ _Token = tuple[_TokenKind, str]
 def sanitize_fts5_query(query: str) -> str:
     """Make ``query`` safe to pass to an FTS5 ``MATCH``.
 
-    Returns ``""`` when no letter or digit is left to search for, otherwise an expression that FTS5 with
-    the unicode61 tokenizer parses without error. Balanced ``"quoted phrases"``, prefix
-    stars (``deploy*``) and ``AND``/``OR``/``NOT`` between terms keep their meaning.
-    Queries FTS5 already accepts come out as upstream Hermes would produce them; see the
-    module docstring for how the others are repaired.
+    Returns ``""`` when no letter or digit is left to search for, otherwise an expression
+    that FTS5 with the unicode61 tokenizer parses without error. Balanced ``"quoted
+    phrases"``, prefix stars (``deploy*``) and ``AND``/``OR``/``NOT`` between terms keep
+    their meaning. When upstream Hermes' output for ``query`` is a valid FTS5 query, that
+    output is returned unchanged; the module docstring says how the others are repaired.
     """
     candidate = _upstream_rewrite(_UNSAFE_CHARS.sub(" ", query))
     chunks = _lex(candidate)

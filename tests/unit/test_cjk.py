@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -79,7 +81,7 @@ def test_outside_the_ranges_is_not_cjk(cp: int) -> None:
 
 
 def test_ranges_are_sorted_and_disjoint() -> None:
-    for (_, previous_last), (first, last) in zip(CJK_RANGES, CJK_RANGES[1:], strict=False):
+    for (_, previous_last), (first, last) in itertools.pairwise(CJK_RANGES):
         assert previous_last < first <= last
 
 

@@ -51,7 +51,7 @@ def test_block_removal_is_non_greedy() -> None:
     assert sanitize_context(text) == " real "
 
 
-PLAIN_TEXT = st.text(alphabet=st.characters(blacklist_characters="<["))
+PLAIN_TEXT = st.text(alphabet=st.characters(exclude_characters="<["))
 
 
 @given(PLAIN_TEXT)

@@ -273,8 +273,10 @@ def test_fts5_syntax_soup_gives_empty_or_a_query_fts5_parses(query: str) -> None
 # No upper-case letters: upper-case AND/OR/NOT are operators and change what matches.
 LITERAL_QUERIES = st.lists(
     st.sampled_from(
-        ['"', "*", "-", ":", "^", "(", ")", "+", ".", "_", ",", "%", "=", "'", "{", "}", " "]
-        + ["a", "b", "foo", "and", "or", "not", "near", "é", "记忆", "断裂", "x:y", "-z", "1.2"]
+        [
+            *['"', "*", "-", ":", "^", "(", ")", "+", ".", "_", ",", "%", "=", "'", "{", "}", " "],
+            *["a", "b", "foo", "and", "or", "not", "near", "é", "记忆", "断裂", "x:y", "-z", "1.2"],
+        ]
     ),
     min_size=1,
     max_size=20,

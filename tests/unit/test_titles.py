@@ -112,9 +112,10 @@ def test_escape_like(text: str, escaped: str) -> None:
     assert escape_like(text) == escaped
 
 
+# NUL is kept out of the haystack because SQLite's LIKE stops reading at it.
 @given(
     st.text(alphabet=st.sampled_from("ab%_\\ "), max_size=12),
-    st.text(alphabet=st.characters(blacklist_characters="\x00"), max_size=12),
+    st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12),
 )
 def test_escaped_like_matches_only_the_literal(needle: str, haystack: str) -> None:
     connection = sqlite3.connect(":memory:")
@@ -123,5 +124,4 @@ def test_escaped_like_matches_only_the_literal(needle: str, haystack: str) -> No
     (found,) = connection.execute("SELECT ? LIKE ? ESCAPE '\\'", (haystack, pattern)).fetchone()
 
     # LIKE folds ASCII case only, and no non-ASCII character lower-cases to "a" or "b".
-    # NUL is kept out of the haystack because SQLite's LIKE stops reading at it.
     assert bool(found) == (needle.lower() in haystack.lower())
