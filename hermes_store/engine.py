@@ -30,6 +30,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from hermes_store.errors import UnsafePath
 from hermes_store.paths import default_db_path
 
+STORE_URL_VARIABLE = "HERMES_STORE_URL"
 BUSY_TIMEOUT_S = 1.0
 _WRITE_OPTION = "hermes_store_write"
 FILE_MODE = 0o600
@@ -43,12 +44,16 @@ class JournalModeWarning(UserWarning):
 def resolve_url(target: str | os.PathLike[str] | URL | None = None) -> URL:
     """Turn a path, a SQLAlchemy URL (string or object) or ``None`` into a URL.
 
-    ``None`` means the default database, ``$HERMES_HOME/state.db`` resolved now.
-    A string containing ``://`` is a URL; anything else is a filesystem path.
+    ``None`` means the default store: ``$HERMES_STORE_URL`` if set, else the file
+    ``$HERMES_HOME/state.db`` (``~/.hermes/state.db``), resolved now. A string containing
+    ``://`` is a URL; anything else is a filesystem path.
     """
     if isinstance(target, URL):
         return target
     if target is None:
+        configured = os.environ.get(STORE_URL_VARIABLE, "").strip()
+        if configured:
+            return resolve_url(configured)
         return _sqlite_url(default_db_path())
     if isinstance(target, str) and "://" in target:
         return make_url(target)

@@ -20,7 +20,6 @@ What this adds to Alembic's stock ``env.py``, and why:
 from __future__ import annotations
 
 import logging
-import os
 from contextlib import nullcontext
 from logging.config import fileConfig
 from typing import Any
@@ -104,8 +103,7 @@ def mirror_schema_version(ctx: Any, step: Any, heads: set[str], run_args: Any) -
 def database_url() -> sa.URL:
     """The target URL: ``-x url=…``, then ``$HERMES_STORE_URL``, then the default path."""
     x_args = context.get_x_argument(as_dictionary=True)
-    configured = x_args.get("url") or os.environ.get("HERMES_STORE_URL")
-    return resolve_url(configured or None)
+    return resolve_url(x_args.get("url") or None)
 
 
 def configure_options() -> dict[str, Any]:
