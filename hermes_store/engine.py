@@ -84,9 +84,14 @@ def prepare_sqlite_file(path: Path) -> None:
     """
     if path.is_symlink():
         raise UnsafePath(f"refusing to open {path}: it is a symbolic link; point the store at the real file")
-    parent = path.parent
-    if not parent.exists():
-        parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    missing: list[Path] = []
+    ancestor = path.parent
+    while not ancestor.exists():
+        missing.append(ancestor)
+        ancestor = ancestor.parent
+    for directory in reversed(missing):
+        # mkdir(parents=True) would give the intermediate directories the umask's mode.
+        directory.mkdir(mode=DIR_MODE, exist_ok=True)
     flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags, FILE_MODE)

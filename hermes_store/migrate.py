@@ -10,6 +10,8 @@ queue up instead of migrating twice, and a crash mid-way leaves the file as it w
 from __future__ import annotations
 
 import os
+import random
+import time
 import warnings
 from dataclasses import dataclass
 from importlib import resources
@@ -19,11 +21,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.engine import create_engine, write_engine
+from hermes_store.errors_map import is_lock_error
 from hermes_store.legacy import HEAD_REVISION, HEAD_VERSION, REVISIONS, NewerSchemaWarning
 
 if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy.engine import URL
+
+
+MIGRATION_LOCK_WAIT_S = 120.0
+"""How long an opener waits for another process's migration before giving up."""
 
 
 @dataclass(frozen=True)
@@ -58,14 +65,14 @@ def read_schema_state(engine: Engine) -> SchemaState:
         with engine.connect() as connection:
             row = connection.exec_driver_sql(query).one()
             return SchemaState(row[0], None if row[1] is None else int(row[1]))
-    except sa.exc.OperationalError as exc:
-        _raise_if_not_missing_table(exc)
     except sa.exc.ProgrammingError:
         pass  # PostgreSQL: undefined table
+    except sa.exc.DatabaseError as exc:
+        _raise_if_not_missing_table(exc)
     return _read_state_table_by_table(engine)
 
 
-def _raise_if_not_missing_table(exc: sa.exc.OperationalError) -> None:
+def _raise_if_not_missing_table(exc: sa.exc.DatabaseError) -> None:
     if "no such table" not in str(exc.orig):
         from hermes_store.errors_map import translate
 
@@ -162,11 +169,20 @@ def _run_alembic(target: Engine | str | os.PathLike[str] | None, verb: str, revi
     from alembic import command
 
     engine, owned = _as_engine(target)
+    deadline = time.monotonic() + MIGRATION_LOCK_WAIT_S
     try:
-        with write_engine(engine).connect() as connection, connection.begin():
-            _locked_write(connection)
-            config = alembic_config(connection=connection)
-            getattr(command, verb)(config, revision)
+        while True:
+            try:
+                with write_engine(engine).connect() as connection, connection.begin():
+                    _locked_write(connection)
+                    getattr(command, verb)(alembic_config(connection=connection), revision)
+                return
+            except sa.exc.OperationalError as exc:
+                # Another process is migrating (a large backfill can outlast the 1 s busy
+                # timeout). Everything rolled back; wait our turn, then re-check the state.
+                if not is_lock_error(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(random.uniform(0.02, 0.15))
     finally:
         if owned:
             engine.dispose()

@@ -53,40 +53,21 @@ EXPRESSION_INDEXES = frozenset({"idx_sessions_started", "idx_messages_fts", "idx
 
 
 def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
-    """Skip expression indexes (``started_at DESC``, PostgreSQL's text-search indexes)."""
-    return not (type_ == "index" and name in EXPRESSION_INDEXES)
+    """Leave out what Alembic cannot compare faithfully.
 
-
-def drop_sqlite_primary_key_nullability(context: Any, revision: Any, directives: list[Any]) -> None:
-    """Ignore "nullable" on primary keys under SQLite.
-
-    Upstream declares ``id TEXT PRIMARY KEY`` without NOT NULL, which SQLite reflects as
-    nullable; the models (rightly) say a primary key is never NULL. The schema must stay
-    upstream's, so this one difference is not drift.
+    * Expression indexes (``started_at DESC``, PostgreSQL's text-search indexes).
+    * Primary-key columns on SQLite: upstream declares ``id TEXT PRIMARY KEY`` without
+      NOT NULL, which SQLite reflects as nullable, while the models rightly say a primary
+      key is never NULL. The schema must stay upstream's, so that is not drift.
     """
-    if context.dialect.name != "sqlite" or not directives:
-        return
-    for upgrade_ops in directives[0].upgrade_ops_list:
-        kept = []
-        for table_ops in upgrade_ops.ops:
-            inner = getattr(table_ops, "ops", None)
-            if inner is not None:
-                table_ops.ops = [op for op in inner if not _is_pk_nullability(table_ops.table_name, op)]
-                if not table_ops.ops:
-                    continue
-            kept.append(table_ops)
-        upgrade_ops.ops = kept
-
-
-def _is_pk_nullability(table_name: str, op: Any) -> bool:
-    table = target_metadata.tables.get(table_name)
-    column_name = getattr(op, "column_name", None)
-    if table is None or column_name not in table.c or not table.c[column_name].primary_key:
+    if type_ == "index" and name in EXPRESSION_INDEXES:
         return False
-    if getattr(op, "modify_nullable", None) is None:
-        return False
-    others = (v for k, v in vars(op).items() if k.startswith("modify_") and k != "modify_nullable")
-    return all(v is None or v is False for v in others)
+    return not (
+        type_ == "column"
+        and compare_to is not None
+        and getattr(obj, "primary_key", False)
+        and context.get_context().dialect.name == "sqlite"
+    )
 
 
 def mirror_schema_version(ctx: Any, step: Any, heads: set[str], run_args: Any) -> None:
@@ -112,7 +93,6 @@ def configure_options() -> dict[str, Any]:
         "target_metadata": target_metadata,
         "include_name": include_name,
         "include_object": include_object,
-        "process_revision_directives": drop_sqlite_primary_key_nullability,
         "render_as_batch": True,
         "transaction_per_migration": True,
         "on_version_apply": [mirror_schema_version],

@@ -99,8 +99,7 @@ V10_TRIGRAM_BACKFILL = (
 )
 
 _INDEXED_TEXT = (
-    "COALESCE(new.content, '') || ' ' || COALESCE(new.tool_name, '') || ' ' "
-    "|| COALESCE(new.tool_calls, '')"
+    "COALESCE(new.content, '') || ' ' || COALESCE(new.tool_name, '') || ' ' || COALESCE(new.tool_calls, '')"
 )
 
 
@@ -143,8 +142,7 @@ STATE_META = """CREATE TABLE IF NOT EXISTS state_meta (
     value TEXT
 )"""
 TITLE_INDEX = (
-    "CREATE UNIQUE INDEX IF NOT EXISTS idx_sessions_title_unique "
-    "ON sessions(title) WHERE title IS NOT NULL"
+    "CREATE UNIQUE INDEX IF NOT EXISTS idx_sessions_title_unique ON sessions(title) WHERE title IS NOT NULL"
 )
 
 # Columns each version added, in upstream's order, with the type upstream gave them.
@@ -174,25 +172,11 @@ COLUMNS_ADDED: dict[int, tuple[tuple[str, str, str], ...]] = {
     9: (("messages", "codex_message_items", "TEXT"),),
 }
 COLUMN_TYPES: dict[tuple[str, str], str] = {
-    (table, column): ddl_type
-    for additions in COLUMNS_ADDED.values()
-    for table, column, ddl_type in additions
+    (table, column): ddl_type for additions in COLUMNS_ADDED.values() for table, column, ddl_type in additions
 }
 VERSION_OF_COLUMN: dict[tuple[str, str], int] = {
-    (table, column): version
-    for version, additions in COLUMNS_ADDED.items()
-    for table, column, _ in additions
+    (table, column): version for version, additions in COLUMNS_ADDED.items() for table, column, _ in additions
 }
-
-V1_SESSION_COLUMNS = (
-    "id", "source", "user_id", "model", "model_config", "system_prompt", "parent_session_id",
-    "started_at", "ended_at", "end_reason", "message_count", "tool_call_count", "input_tokens",
-    "output_tokens",
-)
-V1_MESSAGE_COLUMNS = (
-    "id", "session_id", "role", "content", "tool_call_id", "tool_calls", "tool_name",
-    "timestamp", "token_count",
-)
 
 
 @dataclass
