@@ -20,12 +20,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from sqlalchemy import REAL, ForeignKey, Index, Integer, MetaData, Text, text
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import ForeignKey, Index, Integer, MetaData, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
-from sqlalchemy.types import TypeEngine
 
-from hermes_store.types import MessageContent
+from hermes_store.types import EpochSeconds, MessageContent
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -37,8 +35,7 @@ NAMING_CONVENTION = {
 
 # Epoch seconds are REAL on SQLite as upstream stores them; PostgreSQL's REAL is only
 # 4 bytes and would round timestamps to minutes, so it gets double precision there.
-EpochSeconds: TypeEngine[float] = REAL().with_variant(postgresql.DOUBLE_PRECISION(), "postgresql")
-Money: TypeEngine[float] = REAL().with_variant(postgresql.DOUBLE_PRECISION(), "postgresql")
+Money = EpochSeconds
 
 
 class Base(DeclarativeBase):
@@ -60,12 +57,14 @@ class Session(Base):
         Index("idx_sessions_source", "source"),
         Index("idx_sessions_parent", "parent_session_id"),
         Index("idx_sessions_started", text("started_at DESC")),
+        # Partial on every backend (revision 0004 creates it so on PostgreSQL too). Only
+        # SQLite's keyword is spelled here: a postgresql_* keyword would import the
+        # PostgreSQL dialect on every start-up of a SQLite store.
         Index(
             "idx_sessions_title_unique",
             "title",
             unique=True,
             sqlite_where=text("title IS NOT NULL"),
-            postgresql_where=text("title IS NOT NULL"),
         ),
     )
 

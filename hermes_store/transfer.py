@@ -15,12 +15,12 @@ from functools import partial
 from typing import Any
 
 from sqlalchemy import Table, func, orm, select, text, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine
 
 from hermes_store.errors import StoreError
 from hermes_store.migrate import ensure_schema
 from hermes_store.models import Base, Message, Session, StateMeta
+from hermes_store.repository.dialect_insert import insert_for
 from hermes_store.unit_of_work import UnitOfWork
 
 Progress = Callable[[str, int], None]
@@ -40,8 +40,7 @@ class CopyReport:
 
 def _upsert(db: orm.Session, model: type[Base], rows: Sequence[dict[str, Any]]) -> None:
     table: Table = model.__table__  # type: ignore[assignment]
-    builder = postgresql.insert if db.get_bind().dialect.name == "postgresql" else sqlite.insert
-    statement = builder(table)
+    statement = insert_for(db, table)
     keys = [column.name for column in table.primary_key.columns]
     updates = {c.name: statement.excluded[c.name] for c in table.columns if c.name not in keys}
     db.execute(statement.on_conflict_do_update(index_elements=keys, set_=updates), list(rows))
@@ -50,9 +49,7 @@ def _upsert(db: orm.Session, model: type[Base], rows: Sequence[dict[str, Any]]) 
 def _batches(engine: Engine, model: type[Base], order_by: Any) -> Iterator[list[dict[str, Any]]]:
     columns = list(model.__table__.columns)
     with orm.Session(engine) as db:
-        result = db.execute(
-            select(*columns).order_by(order_by).execution_options(yield_per=BATCH_ROWS)
-        )
+        result = db.execute(select(*columns).order_by(order_by).execution_options(yield_per=BATCH_ROWS))
         for partition in result.partitions(BATCH_ROWS):
             yield [dict(row._mapping) for row in partition]
 

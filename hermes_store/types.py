@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Text
+from sqlalchemy import REAL, Double, Text
 from sqlalchemy.engine import Dialect
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 SQLITE_CONTENT_SENTINEL = "\x00json:"
 POSTGRES_CONTENT_SENTINEL = "\ue000json:"
@@ -60,3 +60,20 @@ class MessageContent(TypeDecorator[Any]):
     def process_result_value(self, value: Any, dialect: Dialect) -> Any:
         """Map a stored value back (see :func:`content_from_storage`)."""
         return content_from_storage(value, dialect.name)
+
+
+class EpochSeconds(TypeDecorator[float]):
+    """Epoch seconds: ``REAL`` on SQLite as upstream stores them, ``double precision`` elsewhere.
+
+    PostgreSQL's ``real`` is only 4 bytes and would round timestamps to minutes. Chosen
+    per dialect at run time so that no other dialect module is imported on start-up.
+    """
+
+    impl = REAL
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        """``REAL`` on SQLite, ``DOUBLE PRECISION`` on other backends."""
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(REAL())
+        return dialect.type_descriptor(Double())

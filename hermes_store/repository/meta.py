@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from sqlalchemy import orm, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from hermes_store.models import StateMeta
+from hermes_store.repository.dialect_insert import insert_for
 
 
 def get(db: orm.Session, key: str) -> str | None:
@@ -15,8 +15,7 @@ def get(db: orm.Session, key: str) -> str | None:
 
 def put(db: orm.Session, key: str, value: str | None) -> None:
     """Store ``value`` under ``key`` (an upsert: fires UPDATE, never REPLACE)."""
-    builder = postgresql.insert if db.get_bind().dialect.name == "postgresql" else sqlite.insert
-    statement = builder(StateMeta).values(key=key, value=value)
+    statement = insert_for(db, StateMeta).values(key=key, value=value)
     db.execute(
         statement.on_conflict_do_update(index_elements=["key"], set_={"value": statement.excluded.value})
     )

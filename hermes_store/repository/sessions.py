@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, delete, exists, func, orm, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from hermes_store.models import Message, Session
+from hermes_store.repository.dialect_insert import insert_for
 from hermes_store.titles import escape_like, split_title_number
 
 SESSION_COLUMNS = tuple(Session.__table__.columns)
@@ -23,9 +23,7 @@ SESSION_COLUMNS = tuple(Session.__table__.columns)
 
 def _insert_ignoring_duplicates(db: orm.Session, values: dict[str, Any]) -> None:
     """``INSERT … ON CONFLICT (id) DO NOTHING`` in the session's dialect."""
-    dialect = db.get_bind().dialect.name
-    builder = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = builder(Session).values(**values).on_conflict_do_nothing(index_elements=["id"])
+    statement = insert_for(db, Session).values(**values).on_conflict_do_nothing(index_elements=["id"])
     db.execute(statement)
 
 

@@ -1,0 +1,247 @@
+"""Schema commands: ``upgrade``, ``downgrade``, ``current``, ``history``.
+
+They open a bare engine (never the self-migrating ``SessionDB``) and drive
+:mod:`hermes_store.migrate`, so legacy upstream databases are adopted exactly as on a
+normal open, and the whole upgrade still runs in one write transaction. Alembic's
+"Running upgrade 0010 -> 0011" log records drive the progress bar; while one revision
+backfills a large index the bar's spinner and clock keep moving.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.progress import Progress
+from rich.table import Table
+
+from hermes_store import migrate
+from hermes_store.cli.errors import CliError
+from hermes_store.cli.output import console, echo_json, fmt_int, progress_bar
+from hermes_store.cli.target import StoreTarget, pass_target
+from hermes_store.legacy import HEAD_REVISION, HEAD_VERSION, REVISIONS
+from hermes_store.migrate import SchemaState, read_schema_state
+
+_ALEMBIC_RUNTIME_LOGGER = "alembic.runtime.migration"
+
+
+def _describe_state(state: SchemaState) -> str:
+    if state.revision is None and state.legacy_version is None:
+        return "empty (no schema)"
+    if state.revision is None:
+        return f"legacy schema_version {state.legacy_version} (not yet adopted)"
+    marker = " (head)" if state.at_head else (" (newer than this hermes_store)" if state.newer else "")
+    return f"{state.revision}{marker}"
+
+
+def _position(state: SchemaState) -> int:
+    """How many of our revisions the database has (0 = none)."""
+    if state.revision in REVISIONS:
+        return REVISIONS.index(state.revision) + 1
+    if state.revision is None and state.legacy_version is not None:
+        # A legacy file is adopted at the version it claims (if ragged, a few more steps run).
+        return max(0, min(state.legacy_version, HEAD_VERSION))
+    return 0
+
+
+def _estimate_steps(state: SchemaState, target: str, upward: bool) -> int | None:
+    name = HEAD_REVISION if target == "head" else target
+    if name == "base":
+        goal = 0
+    elif name in REVISIONS:
+        goal = REVISIONS.index(name) + 1
+    else:
+        return None
+    here = _position(state)
+    return max(0, goal - here) if upward else max(0, here - goal)
+
+
+class _StepTracker(logging.Handler):
+    """Advances the progress bar on each "Running upgrade A -> B" record from Alembic."""
+
+    def __init__(self, progress: Progress, message_count: int | None) -> None:
+        super().__init__(logging.INFO)
+        self.progress = progress
+        self.message_count = message_count
+        self.steps = 0
+        self.started = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if not text.startswith("Running "):
+            return
+        task = self.progress.tasks[0]
+        if self.started:
+            self.progress.advance(task.id, 1)
+        self.started = True
+        self.steps += 1
+        step = text.removeprefix("Running ").split(",")[0]
+        rows = f" · {fmt_int(self.message_count)} messages" if self.message_count else ""
+        if task.total is not None and self.steps > task.total:
+            self.progress.update(task.id, total=self.steps)
+        self.progress.update(task.id, description=f"{step}{rows}")
+
+
+def _message_count(engine: Any) -> int | None:
+    try:
+        with engine.connect() as connection:
+            value = connection.exec_driver_sql("SELECT COUNT(*) FROM messages").scalar()
+            return int(value or 0)
+    except Exception:  # no messages table yet: nothing to backfill
+        return None
+
+
+@contextmanager
+def _tracked_migration(
+    description: str, total: int | None, message_count: int | None
+) -> Iterator[_StepTracker]:
+    logger = logging.getLogger(_ALEMBIC_RUNTIME_LOGGER)
+    saved_level, saved_propagate = logger.level, logger.propagate
+    with progress_bar(description, total) as progress:
+        tracker = _StepTracker(progress, message_count)
+        logger.addHandler(tracker)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        try:
+            yield tracker
+            progress.update(progress.tasks[0].id, total=tracker.steps, completed=tracker.steps)
+        finally:
+            logger.removeHandler(tracker)
+            logger.setLevel(saved_level)
+            logger.propagate = saved_propagate
+
+
+def _run(verb: str, target: StoreTarget, revision: str, create: bool) -> tuple[SchemaState, SchemaState, int]:
+    from alembic.util import CommandError
+
+    with target.engine(create=create) as engine:
+        before = read_schema_state(engine)
+        upward = verb == "upgrade"
+        total = _estimate_steps(before, revision, upward)
+        label = "Upgrading" if upward else "Downgrading"
+        try:
+            with _tracked_migration(label, total, _message_count(engine)) as tracker:
+                if upward:
+                    migrate.upgrade(engine, revision)
+                else:
+                    migrate.downgrade(engine, revision)
+        except CommandError as exc:
+            raise CliError(str(exc)) from exc
+        after = read_schema_state(engine)
+    return before, after, tracker.steps
+
+
+def _report_change(
+    verb: str, target: StoreTarget, before: SchemaState, after: SchemaState, steps: int
+) -> None:
+    out = console()
+    if steps == 0 and before == after:
+        out.print(f"{target.describe()}: already at {_describe_state(after)}; nothing to do.")
+        return
+    out.print(
+        f"{verb} {target.describe()}: {_describe_state(before)} → {_describe_state(after)} "
+        f"({steps} revision{'s' if steps != 1 else ''} applied)"
+    )
+
+
+@click.command()
+@click.argument("revision", default="head")
+@pass_target
+def upgrade(target: StoreTarget, revision: str) -> None:
+    """Create the schema or upgrade it to REVISION (default: head).
+
+    Legacy upstream databases are adopted first. The upgrade runs in one transaction:
+    it completes, or leaves the database as it was.
+    """
+    with target.engine(create=True) as engine:
+        state = read_schema_state(engine)
+    if state.newer:
+        console().print(f"{target.describe()}: {_describe_state(state)}; left as it is.")
+        return
+    before, after, steps = _run("upgrade", target, revision, create=True)
+    _report_change("Upgraded", target, before, after, steps)
+
+
+@click.command()
+@click.argument("revision")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before downgrading to 'base'.")
+@pass_target
+def downgrade(target: StoreTarget, revision: str, yes: bool) -> None:
+    """Downgrade the schema to REVISION, such as 0010, keeping every session and message.
+
+    Downgrading to 'base' removes every table and asks first (unless --yes).
+    """
+    target.require_existing()
+    if revision == "base" and not yes:
+        click.confirm(f"Downgrading {target.describe()} to 'base' deletes all data. Continue?", abort=True)
+    before, after, steps = _run("downgrade", target, revision, create=False)
+    _report_change("Downgraded", target, before, after, steps)
+
+
+def _state_json(target: StoreTarget, state: SchemaState | None) -> dict[str, Any]:
+    return {
+        "database": target.describe(),
+        "exists": state is not None,
+        "revision": state.revision if state else None,
+        "schema_version": state.legacy_version if state else None,
+        "head": HEAD_REVISION,
+        "at_head": bool(state and state.at_head),
+        "newer": bool(state and state.newer),
+    }
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_target
+def current(target: StoreTarget, as_json: bool) -> None:
+    """Show the database's schema revision and upstream schema_version."""
+    target.require_existing()
+    with target.engine() as engine:
+        state = read_schema_state(engine)
+    if as_json:
+        echo_json(_state_json(target, state))
+        return
+    version = "-" if state.legacy_version is None else str(state.legacy_version)
+    console().print(f"{_describe_state(state)}  schema_version {version}  ({target.describe()})")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_target
+def history(target: StoreTarget, as_json: bool) -> None:
+    """List the schema revisions, oldest first, marking the database's current one."""
+    from alembic.script import ScriptDirectory
+
+    state: SchemaState | None = None
+    if target.exists():
+        with target.engine() as engine:
+            state = read_schema_state(engine)
+    scripts = ScriptDirectory.from_config(migrate.alembic_config())
+    revisions = list(reversed(list(scripts.walk_revisions())))
+    rows = [
+        {
+            "revision": script.revision,
+            "down_revision": script.down_revision,
+            "description": (script.doc or "").strip(),
+            "head": script.is_head,
+            "current": state is not None and state.revision == script.revision,
+        }
+        for script in revisions
+    ]
+    if as_json:
+        echo_json(rows)
+        return
+    table = Table(box=None, pad_edge=False)
+    table.add_column("Revision")
+    table.add_column("Description")
+    table.add_column("")
+    for row in rows:
+        marks = [name for name in ("current", "head") if row[name]]
+        table.add_row(str(row["revision"]), str(row["description"]), ", ".join(marks))
+    console().print(table)
+
+
+COMMANDS = (upgrade, downgrade, current, history)

@@ -1,0 +1,133 @@
+"""``export`` and ``import``: sessions out as JSON, JSONL or Markdown, and JSONL back in."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO
+
+import click
+
+from hermes_store.cli.output import console, echo_json, fmt_int, progress_bar
+from hermes_store.cli.resolve import complete_session, resolve_session
+from hermes_store.cli.target import StoreTarget, pass_target
+from hermes_store.cli.transfer import (
+    FORMATS,
+    Importer,
+    count_sessions,
+    export_records,
+    format_for,
+    iter_session_ids,
+    output_stream,
+    read_records,
+    write_records,
+)
+
+
+@click.command()
+@click.argument("session", required=False, metavar="[ID|TITLE|PREFIX]", shell_complete=complete_session)
+@click.option("--source", metavar="SOURCE", help="Export every session of this source.")
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(FORMATS),
+    help="Output format (default: from the --output suffix, else jsonl).",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default="-",
+    show_default=True,
+    help="File to write ('-' = stdout). Written whole or not at all.",
+)
+@pass_target
+def export(
+    target: StoreTarget, session: str | None, source: str | None, fmt: str | None, output: str
+) -> None:
+    """Export one session, one source's sessions, or everything.
+
+    JSONL (one session per line, streamed with bounded memory) is what 'import'
+    reads back; JSON is one array (or one object for a single session); Markdown is
+    for reading.
+    """
+    if session and source:
+        raise click.UsageError("give a session or --source, not both")
+    chosen = format_for(output, fmt)
+    stdout = sys.stdout
+    with target.session_db() as db:
+        if session:
+            ids = [resolve_session(db, session)]
+            total = 1
+        else:
+            total = count_sessions(db, source)
+        with output_stream(output, stdout) as stream, progress_bar("Exporting", total) as progress:
+            records = export_records(db, ids if session else iter_session_ids(db, source))
+            written = write_records(
+                records,
+                chosen,
+                stream,
+                single=bool(session),
+                on_record=lambda: progress.advance(progress.tasks[0].id, 1),
+            )
+    if output != "-":
+        console(stderr=True).print(f"Exported {fmt_int(written)} session(s) to {output} ({chosen}).")
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, exists=False))
+@click.option("--skip-existing", is_flag=True, help="Skip sessions whose id is already in the store.")
+@click.option(
+    "--batch-size", type=click.IntRange(1), default=200, show_default=True, help="Sessions per transaction."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+@pass_target
+def import_(target: StoreTarget, file: str, skip_existing: bool, batch_size: int, as_json: bool) -> None:
+    """Import sessions from a JSONL export ('-' reads stdin), keeping ids and timestamps.
+
+    The store is created if it does not exist yet. Sessions already present stop the
+    import unless --skip-existing.
+    """
+    stream: IO[bytes]
+    if file == "-":
+        stream, size = sys.stdin.buffer, None
+    else:
+        path = Path(file)
+        stream, size = path.open("rb"), path.stat().st_size
+    try:
+        with target.session_db(create=True) as db, progress_bar("Importing", size) as progress:
+            importer = Importer(db, skip_existing=skip_existing, batch_sessions=batch_size)
+            result = importer.run(
+                read_records(stream, on_bytes=lambda n: progress.advance(progress.tasks[0].id, n))
+            )
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    if as_json:
+        echo_json(
+            {
+                "sessions": result.sessions,
+                "messages": result.messages,
+                "skipped": result.skipped,
+                "unlinked_parents": result.unlinked_parents,
+            }
+        )
+        return
+    out = console()
+    out.print(
+        f"Imported {fmt_int(result.sessions)} session(s) and {fmt_int(result.messages)} message(s) "
+        f"into {target.describe()}"
+        + (f"; skipped {fmt_int(result.skipped)} existing" if result.skipped else "")
+    )
+    if result.unlinked_parents:
+        click.secho(
+            f"Warning: {len(result.unlinked_parents)} session(s) name a parent that is in neither the file "
+            "nor the store; they were imported without it",
+            err=True,
+            fg="yellow",
+        )
+
+
+COMMANDS: Sequence[click.Command] = (export, import_)

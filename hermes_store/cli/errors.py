@@ -1,0 +1,67 @@
+"""The errors the command line reports as one line and exit status 1.
+
+Expected failures — a session that does not exist, a file that cannot be read, a
+``StoreError`` from the store — never show a traceback: :func:`as_cli_error` turns them
+into a :class:`CliError`, which click prints as ``Error: <message>``. Usage mistakes
+stay click's ``UsageError`` (exit status 2).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import click
+from sqlalchemy import exc as sa_exc
+
+from hermes_store.errors import StoreError
+from hermes_store.errors_map import translate
+
+__all__ = ["EXPECTED_ERRORS", "CliError", "SessionNotFound", "as_cli_error"]
+
+
+class CliError(click.ClickException):
+    """A user-facing failure: printed as one line, exit status 1."""
+
+    exit_code = 1
+
+
+class SessionNotFound(CliError):
+    """No session matches the id, title or prefix the user gave."""
+
+
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
+    StoreError,
+    ValueError,
+    OSError,
+    sqlite3.Error,
+    sa_exc.DBAPIError,
+)
+"""Exceptions that mean "the input or the environment is wrong", not "hermes_store has a bug"."""
+
+
+def _one_line(text: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first or "unknown error"
+
+
+def as_cli_error(exc: BaseException) -> CliError:
+    """The one-line :class:`CliError` that reports ``exc`` to the user."""
+    if isinstance(exc, CliError):
+        return exc
+    if isinstance(exc, sa_exc.DBAPIError):
+        translated = translate(exc, "accessing the database")
+        if translated is not exc:
+            return CliError(_one_line(str(translated)))
+        return CliError(f"database error: {_one_line(str(exc.orig))}")
+    if isinstance(exc, sqlite3.Error):
+        translated = translate(exc, "accessing the database")
+        if translated is not exc:
+            return CliError(_one_line(str(translated)))
+        return CliError(f"database error: {_one_line(str(exc))}")
+    if isinstance(exc, json.JSONDecodeError):
+        return CliError(f"invalid JSON: {exc}")
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        return CliError(f"{exc.strerror or exc}{where}")
+    return CliError(_one_line(str(exc)) if str(exc) else type(exc).__name__)

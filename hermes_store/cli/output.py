@@ -1,0 +1,162 @@
+"""Output plumbing shared by the commands: consoles, JSON, number and time formats.
+
+Human output goes through rich, which colours only when writing to a terminal (and
+never with ``--no-color`` or ``$NO_COLOR``). Machine output (``--json``, ``--csv``,
+exports) is written with ``click.echo`` and never styled. Progress bars go to stderr and
+appear only when stderr is a terminal, so pipes and files get clean data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from hermes_store.cli.target import StoreTarget
+
+__all__ = [
+    "console",
+    "echo_json",
+    "fmt_cost",
+    "fmt_int",
+    "fmt_size",
+    "fmt_time",
+    "json_default",
+    "progress_bar",
+    "to_json",
+]
+
+
+PIPE_WIDTH = 160
+"""Output width when stdout is not a terminal and ``$COLUMNS`` is not set."""
+
+
+def _no_color() -> bool:
+    context = click.get_current_context(silent=True)
+    target = context.find_object(StoreTarget) if context is not None else None
+    return bool(target and target.no_color)
+
+
+def console(*, stderr: bool = False, wrap: bool = False) -> Console:
+    """A rich console on stdout (or stderr) honouring ``--no-color``.
+
+    Markup and emoji codes are off: user text (titles, messages) is printed as it is.
+    Plain lines are left for the terminal to wrap (so they stay whole in pipes) unless
+    ``wrap`` asks rich to wrap and indent long text itself.
+    """
+    plain = _no_color()
+    out = Console(
+        stderr=stderr,
+        color_system=None if plain else "auto",
+        no_color=plain or None,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        soft_wrap=not wrap,
+    )
+    if not out.is_terminal and not os.environ.get("COLUMNS"):
+        # Piped or redirected: no terminal to fit, so keep table columns whole.
+        out.width = PIPE_WIDTH
+    return out
+
+
+def json_default(value: Any) -> Any:
+    """``json.dumps`` fallback: bytes as UTF-8 text, dataclasses as dicts, paths as text."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", errors="replace")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return str(value)
+
+
+def to_json(value: Any, *, indent: int | None = 2) -> str:
+    """``value`` as JSON text: UTF-8 (no ``\\u`` escapes), stable for scripts."""
+    separators = (",", ": ") if indent is not None else (",", ":")
+    return json.dumps(value, ensure_ascii=False, indent=indent, separators=separators, default=json_default)
+
+
+def echo_json(value: Any) -> None:
+    """Print ``value`` as indented JSON on stdout."""
+    click.echo(to_json(value))
+
+
+def fmt_time(epoch: float | None, *, seconds: bool = False) -> str:
+    """Local time of an epoch-seconds value (``2026-05-01 14:03``), ``-`` when unknown."""
+    if epoch is None:
+        return "-"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M", time.localtime(epoch))
+    except (OverflowError, OSError, ValueError):
+        return str(epoch)
+
+
+def fmt_int(value: int | float | None) -> str:
+    """A count with thousands separators; ``-`` when unknown."""
+    if value is None:
+        return "-"
+    return f"{int(value):,}"
+
+
+def fmt_cost(value: float | None) -> str:
+    """A US-dollar amount (``$0.0123``); ``-`` when unknown."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if value == 0:
+        return "$0.00"
+    if abs(value) < 0.01:
+        return f"${value:.4f}"
+    return f"${value:,.2f}"
+
+
+def fmt_size(size: int | None) -> str:
+    """A byte count in binary units (``1.5 MiB``); ``-`` when unknown."""
+    if size is None:
+        return "-"
+    amount = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(amount) < 1024 or unit == "TiB":
+            return f"{int(amount)} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1024
+    return f"{size} B"  # pragma: no cover - loop always returns
+
+
+@contextmanager
+def progress_bar(description: str, total: float | None, *, unit_text: str = "") -> Iterator[Progress]:
+    """A progress bar on stderr (hidden unless stderr is a terminal) with one task.
+
+    Yields the ``Progress``; advance its first task (id 0) with ``progress.advance(0, n)``.
+    """
+    err = console(stderr=True)
+    columns = [
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn() if not unit_text else TaskProgressColumn(),
+        TextColumn(unit_text) if unit_text else TextColumn(""),
+        TimeElapsedColumn(),
+    ]
+    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as progress:
+        progress.add_task(description, total=total)
+        yield progress
