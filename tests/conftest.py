@@ -12,7 +12,6 @@ Legacy upstream databases are built with ``tests/legacy_db.py`` (plain sqlite3).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -28,13 +27,12 @@ from hermes_store.migrate import alembic_config as build_alembic_config
 if TYPE_CHECKING:
     from alembic.config import Config
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-TESTS_DIR = REPO_ROOT / "tests"
-
-# Test modules import helpers (legacy_db) by plain name, whatever pytest's import mode.
+TESTS_DIR = Path(__file__).resolve().parent
+# Test modules import helpers (support, legacy_db) by plain name, whatever pytest's import mode.
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
+from support import REPO_ROOT, run_alembic  # noqa: E402
 
 # --- paths -------------------------------------------------------------------------------
 
@@ -54,40 +52,6 @@ def db_path(tmp_path: Path) -> Path:
 # --- alembic command line ----------------------------------------------------------------
 
 AlembicCli = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def sqlite_url(target: str | os.PathLike[str]) -> str:
-    """A SQLAlchemy URL for ``target``: a path becomes ``sqlite:///<absolute path>``."""
-    text = os.fspath(target)
-    if "://" in text:
-        return text
-    return f"sqlite:///{Path(text).resolve()}"
-
-
-def subprocess_env(**extra: str) -> dict[str, str]:
-    """The environment for child processes: no inherited store location settings."""
-    env = {k: v for k, v in os.environ.items() if k not in ("HERMES_STORE_URL", "HERMES_HOME")}
-    env.update(extra)
-    return env
-
-
-def run_alembic(
-    url: str | os.PathLike[str], *args: str, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m alembic -x url=<url> <args>`` from the checkout, as a deploy would.
-
-    With ``check`` (the default) a non-zero exit fails the test, showing alembic's output.
-    """
-    command = [sys.executable, "-m", "alembic", "-x", f"url={sqlite_url(url)}", *args]
-    result = subprocess.run(
-        command, cwd=REPO_ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=120
-    )
-    if check and result.returncode != 0:
-        pytest.fail(
-            f"{' '.join(args)} exited {result.returncode}\n"
-            f"--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
-        )
-    return result
 
 
 @pytest.fixture

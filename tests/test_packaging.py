@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, subprocess_env
+from support import REPO_ROOT, subprocess_env
 
 REVISION_FILES = (
     "0001_initial_schema.py",

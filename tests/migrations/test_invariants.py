@@ -172,7 +172,7 @@ def query(path: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[o
 @pytest.fixture(scope="module")
 def head_templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Empty databases brought to head by the real alembic CLI and by ensure_schema."""
-    from conftest import run_alembic
+    from support import run_alembic
 
     base = tmp_path_factory.mktemp("head")
     via_cli = base / "cli.db"

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from conftest import REPO_ROOT, run_alembic, subprocess_env
 from legacy_db import (
     COLUMNS_ADDED,
     CONTENT_JSON_PREFIX,
@@ -35,6 +34,7 @@ from legacy_db import (
     restrict,
     schema_versions,
 )
+from support import REPO_ROOT, run_alembic, subprocess_env
 
 from hermes_store import migrate, models
 from hermes_store.engine import create_engine

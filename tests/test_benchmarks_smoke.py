@@ -1,0 +1,60 @@
+"""Smoke test of the benchmark suite: ``python -m benchmarks.run --quick`` runs every scenario.
+
+No timing is asserted (CI machines are noisy); the test only proves that every scenario runs on
+both sides, that nothing was lost or failed, and that a ratio is reported for each scenario.
+Databases are built in a temporary cache directory so the test never reuses a stale cache.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Scenario labels as they appear in the first column of the result table.
+SCENARIO_LABELS = ("append", "contention", "search", "listing", "conversation", "cold start", "upgrade v9", "size")
+RATIO = re.compile(r"\s\d+\.\d\dx(\s|$)")
+
+
+def test_quick_benchmark_runs_every_scenario(tmp_path: Path) -> None:
+    markdown = tmp_path / "benchmarks.md"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.run",
+            "--quick",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--markdown",
+            str(markdown),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-4000:]
+
+    table = proc.stdout.split("\nscenario ", 1)[1]
+    for label in SCENARIO_LABELS:
+        rows = [line for line in table.splitlines() if line.startswith(label + " ")]
+        assert rows, f"no result row for scenario {label!r}:\n{table}"
+        assert any(RATIO.search(row) for row in rows), f"no ratio for scenario {label!r}:\n{rows}"
+
+    # hermes_store must never lose an acknowledged message or raise under contention.
+    counts = re.findall(r"^contention\s+\d+ writers: (?:lost messages|errors)\s+(\d+)\s+(\d+)\s", table, re.M)
+    assert len(counts) == 4, table
+    assert all(store == "0" for _baseline, store in counts), counts
+
+    text = markdown.read_text(encoding="utf-8")
+    assert "| scenario | figure |" in text
+    assert "python -m benchmarks.run --quick" in text
