@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 _HIGHLIGHT = "bold yellow"
 _CONTEXT_CHARS = 100
 _TITLE_CHARS = 32
-_MIN_PREVIEW = 16
+_MIN_PREVIEW = 28
+_MIN_TITLE = 12
 _COLUMN_GAP = 3  # padding, divider, padding
 
 
@@ -128,19 +129,7 @@ def sessions(
     ]
     headers = ["ID", "Title", "Preview", "Source", "Model", "Msgs", "Last active"]
     widths = [max(cell_len(headers[i]), *(cell_len(line[i]) for line in cells)) for i in range(len(headers))]
-    # The preview takes the width the other columns leave; on a narrow terminal the
-    # least useful columns go first so that ids and times stay whole.
-    for droppable in ("Model", "Source", "Title"):
-        others = sum(widths) - widths[headers.index("Preview")]
-        if out.width - others - _COLUMN_GAP * (len(headers) - 1) >= _MIN_PREVIEW:
-            break
-        index = headers.index(droppable)
-        del headers[index], widths[index]
-        for line in cells:
-            del line[index]
-    others = sum(widths) - widths[headers.index("Preview")]
-    spare = out.width - others - _COLUMN_GAP * (len(headers) - 1)
-    preview_width = max(_MIN_PREVIEW, min(widths[headers.index("Preview")], spare))
+    preview_width = _fit_columns(headers, widths, cells, out.width)
     table = Table(header_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for index, header in enumerate(headers):
         table.add_column(
@@ -158,6 +147,34 @@ def sessions(
     hint = _more_hint(len(rows), limit, start)
     if hint:
         out.print(hint, style="dim")
+
+
+def _fit_columns(headers: list[str], widths: list[int], cells: list[list[str]], width: int) -> int:
+    """Fit the session table to ``width``; returns the preview column's width.
+
+    The preview takes what the other columns leave. When that is too little the title
+    is shortened first, then the model, source and title columns are dropped, in that
+    order, so that ids and times always stay whole. Mutates the three lists.
+    """
+
+    def spare() -> int:
+        others = sum(widths) - widths[headers.index("Preview")]
+        return width - others - _COLUMN_GAP * (len(headers) - 1)
+
+    title = headers.index("Title")
+    widths[title] -= min(max(0, _MIN_PREVIEW - spare()), max(0, widths[title] - _MIN_TITLE))
+    for droppable in ("Model", "Source", "Title"):
+        if spare() >= _MIN_PREVIEW:
+            break
+        index = headers.index(droppable)
+        del headers[index], widths[index]
+        for line in cells:
+            del line[index]
+    if "Title" in headers:
+        title = headers.index("Title")
+        for line in cells:
+            line[title] = _one_line(line[title], widths[title])
+    return max(_MIN_PREVIEW, min(widths[headers.index("Preview")], spare()))
 
 
 # --- show -------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from hermes_store.cli.output import fmt_size
 from hermes_store.engine import sqlite_path, write_engine
 from hermes_store.migrate import read_schema_state
 
@@ -283,8 +284,6 @@ class Doctor:
             return Finding("wal", "skipped", "SQLite files only")
         wal = Path(f"{path}-wal")
         size = wal.stat().st_size if wal.exists() else 0
-        from hermes_store.cli.output import fmt_size
-
         if size > WAL_WARN_BYTES:
             self.facts.big_wal = True
             return Finding(

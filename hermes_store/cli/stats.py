@@ -13,7 +13,7 @@ import csv
 import dataclasses
 import datetime as dt
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -82,7 +82,6 @@ class Report:
     days: int
     utc: bool
     source: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """The report as a JSON-ready dict."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from sqlalchemy import and_, insert, or_, orm, select, text, update
+from sqlalchemy import exc as sa_exc
 
 from hermes_store.cli.output import to_json
 from hermes_store.cli.render import markdown_session
@@ -307,15 +309,11 @@ class Importer:
 
         try:
             added, messages, skipped, pending = self.db._write(work, "importing sessions")
-        except ImportFailed:
-            raise
-        except Exception as exc:
-            if _is_integrity_error(exc):
-                raise ImportFailed(
-                    f"cannot import lines {batch.lines[0]}–{batch.lines[-1]}: {_first_line(exc)} "
-                    "(a message id or title already used in this store?)"
-                ) from exc
-            raise
+        except (sqlite3.IntegrityError, sa_exc.IntegrityError) as exc:
+            raise ImportFailed(
+                f"cannot import lines {batch.lines[0]}–{batch.lines[-1]}: {_first_line(exc)} "
+                "(a message id or title already used in this store?)"
+            ) from exc
         self.result.sessions += added
         self.result.messages += messages
         self.result.skipped += skipped
@@ -350,14 +348,6 @@ class Importer:
             )
 
         self.db._write(work, "advancing the message id sequence")
-
-
-def _is_integrity_error(exc: BaseException) -> bool:
-    from sqlite3 import IntegrityError
-
-    from sqlalchemy.exc import IntegrityError as SaIntegrityError
-
-    return isinstance(exc, IntegrityError | SaIntegrityError)
 
 
 def _first_line(exc: BaseException) -> str:

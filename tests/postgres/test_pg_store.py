@@ -137,3 +137,22 @@ def test_copy_sqlite_to_postgresql_and_back_gives_identical_exports(pg_url: str,
     assert new_id == 32
     for db in (source, back, on_pg):
         db.close()
+
+
+def test_copy_command_moves_a_store_and_is_rerunnable(pg_url: str, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from hermes_store.cli import cli
+
+    source = SessionDB(tmp_path / "state.db")
+    source.create_session("s", "cli")
+    source.append_message("s", "user", "copied by the command")
+    source.close()
+    runner = CliRunner()
+    for _ in range(2):
+        result = runner.invoke(cli, ["copy", str(tmp_path / "state.db"), pg_url, "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.output) == {"sessions": 1, "messages": 1, "meta": 0}
+    on_pg = SessionDB(url=pg_url)
+    assert [m["content"] for m in on_pg.get_messages("s")] == ["copied by the command"]
+    on_pg.close()
