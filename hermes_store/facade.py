@@ -587,6 +587,8 @@ class SessionDB:
         Each hit has ``id, session_id, role, snippet, timestamp, tool_name, source, model,
         session_started, context``. Never raises on query syntax.
         """
+        if not query:
+            return []
         if not isinstance(query, str):
             raise TypeError(f"query must be a str, not {type(query).__name__}")
         plan = plan_search(query)

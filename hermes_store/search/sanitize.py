@@ -26,6 +26,8 @@ import re
 import unicodedata
 from typing import Literal
 
+from hermes_store.search.cjk import is_cjk_codepoint
+
 __all__ = ["FTS5_OPERATORS", "sanitize_fts5_query"]
 
 FTS5_OPERATORS = frozenset({"AND", "OR", "NOT"})
@@ -64,7 +66,7 @@ def sanitize_fts5_query(query: str) -> str:
     if not _is_valid([token for chunk in chunks for token in chunk]):
         candidate = _rebuild(chunks)
     # A query with no letter or digit left (``""``, ``_``) would parse but match nothing.
-    return candidate if any(_is_indexable(char) for char in candidate) else ""
+    return candidate if any(_is_searchable(char) for char in candidate) else ""
 
 
 def _upstream_rewrite(text: str) -> str:
@@ -218,9 +220,15 @@ def _literal(chunk: list[_Token]) -> str:
     body = body.strip()
     prefix = body.endswith("*")
     body = body.rstrip("*").strip()
-    if not any(_is_indexable(char) for char in body):
+    if not any(_is_searchable(char) for char in body):
         return ""
     return f'"{body}"' + ("*" if prefix else "")
+
+
+def _is_searchable(char: str) -> bool:
+    # A CJK query never reaches the word index: the trigram index and the substring scan
+    # match CJK punctuation (。〜「」) too, so it must survive sanitising.
+    return _is_indexable(char) or is_cjk_codepoint(ord(char))
 
 
 def _is_indexable(char: str) -> bool:

@@ -8,6 +8,7 @@ same file) with the ``raw`` fixture, so expected values are literals, never timi
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,10 +19,29 @@ import pytest
 from hermes_store import SessionDB
 
 
+@pytest.fixture(scope="session")
+def fresh_db_image(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The bytes of a database SessionDB has just created (once per test run).
+
+    Creating a store runs the whole migration history, which costs far more than the
+    tests that use it; copying a file the same code created moments ago gives every test
+    an identical, brand-new database for the price of a file write. Tests about creating
+    a database (permissions, schema, paths) open their own files instead.
+    """
+    path = tmp_path_factory.mktemp("template") / "state.db"
+    SessionDB(path).close()
+    assert not Path(f"{path}-wal").exists(), "closing must checkpoint the WAL into the file"
+    return path.read_bytes()
+
+
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[SessionDB]:
-    """A fresh store at ``tmp_path / "state.db"``, closed at teardown."""
-    store = SessionDB(tmp_path / "state.db")
+def db(tmp_path: Path, fresh_db_image: bytes) -> Iterator[SessionDB]:
+    """A brand-new store at ``tmp_path / "state.db"``, closed at teardown."""
+    path = tmp_path / "state.db"
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    with os.fdopen(fd, "wb") as file:
+        file.write(fresh_db_image)
+    store = SessionDB(path)
     try:
         yield store
     finally:
