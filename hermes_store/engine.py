@@ -158,10 +158,12 @@ def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
 
     @sa.event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
-        if connection.get_execution_options().get(_WRITE_OPTION):
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-        else:
-            connection.exec_driver_sql("BEGIN")
+        statement = "BEGIN IMMEDIATE" if connection.get_execution_options().get(_WRITE_OPTION) else "BEGIN"
+        try:
+            # Straight to the driver: this runs once per transaction, on the hot path.
+            connection.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
+        except sqlite3.Error as exc:
+            raise sa.exc.OperationalError(statement, None, exc) from exc
 
     return engine
 

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.engine import write_engine
 from hermes_store.errors import WriteConflict
@@ -61,8 +61,11 @@ class UnitOfWork:
         self.retry_min_s = retry_min_s
         self.retry_max_s = retry_max_s
         self.checkpoint_every = checkpoint_every
-        self._writer = orm.sessionmaker(bind=write_engine(engine), expire_on_commit=False)
+        self._write_engine = write_engine(engine)
         self._reader = orm.sessionmaker(bind=engine, expire_on_commit=False)
+        # Writes are serialised in-process anyway, so one connection serves them all, kept
+        # open like upstream's: no pool checkout and reset per write on the hot path.
+        self._write_connection: Connection | None = None
         self._lock = threading.Lock()
         self.write_count = 0
         self.retry_count = 0
@@ -79,8 +82,7 @@ class UnitOfWork:
         for attempt in range(1, self.max_attempts + 1):
             with self._lock:
                 try:
-                    with self._writer.begin() as session:
-                        result = work(session)
+                    result = self._attempt(work)
                 except sa_exc.DBAPIError as exc:
                     if not is_retryable_conflict(exc):
                         translated = translate(exc, operation)
@@ -95,6 +97,24 @@ class UnitOfWork:
                 self.retry_count += 1
                 time.sleep(random.uniform(self.retry_min_s, self.retry_max_s))
         raise WriteConflict(operation, self.max_attempts, last_error)
+
+    def _attempt(self, work: Callable[[orm.Session], T]) -> T:
+        """One try: BEGIN (IMMEDIATE on SQLite), run ``work``, COMMIT; roll back on error."""
+        connection = self._write_connection
+        if connection is None or connection.closed or connection.invalidated:
+            connection = self._write_connection = self._write_engine.connect()
+        try:
+            with connection.begin(), orm.Session(bind=connection, expire_on_commit=False) as session:
+                result = work(session)
+                session.flush()
+            return result
+        except BaseException:
+            if connection.in_transaction():
+                connection.rollback()
+            if connection.invalidated:
+                connection.close()
+                self._write_connection = None
+            raise
 
     @contextmanager
     def read(self) -> Iterator[orm.Session]:
@@ -131,5 +151,8 @@ class UnitOfWork:
     def close(self) -> None:
         """Checkpoint (SQLite) and release every pooled connection."""
         with self._lock:
+            if self._write_connection is not None:
+                self._write_connection.close()
+                self._write_connection = None
             self.checkpoint()
             self.engine.dispose()
