@@ -27,7 +27,7 @@ from hermes_store.engine import create_engine, resolve_url
 from hermes_store.migrate import ensure_schema
 from hermes_store.repository import lineage, listing, messages, meta, sessions
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
-from hermes_store.search.engine import SearchFilters, context_of, find_hits
+from hermes_store.search.engine import SearchFilters, attach_context, find_hits
 from hermes_store.search.plan import plan_search
 from hermes_store.search.sanitize import sanitize_fts5_query
 from hermes_store.titles import MAX_TITLE_LENGTH, sanitize_title
@@ -442,8 +442,7 @@ class SessionDB:
         """
         rows = self._read(lambda db: messages.rows_for(db, session_id))
         result = []
-        for row in rows:
-            item = dict(row._mapping)
+        for item in rows:
             item["content"] = codec.decode_content(item["content"])
             if item["tool_calls"]:
                 item["tool_calls"] = codec.decode_tool_calls(item["tool_calls"])
@@ -598,8 +597,7 @@ class SessionDB:
 
         def work(db: orm.Session) -> list[dict[str, Any]]:
             hits = find_hits(db, plan, filters, limit, offset)
-            for hit in hits:
-                hit["context"] = context_of(db, hit["session_id"], hit["id"])
+            attach_context(db, hits)
             return hits
 
         return self._read(work)
@@ -677,26 +675,26 @@ class SessionDB:
 # --- conversation shaping -------------------------------------------------------------
 
 
-def _conversation_entry(row: Any) -> dict[str, Any]:
-    content = codec.decode_content(row.content)
-    if row.role in ("user", "assistant") and isinstance(content, str):
+def _conversation_entry(row: dict[str, Any]) -> dict[str, Any]:
+    content = codec.decode_content(row["content"])
+    if row["role"] in ("user", "assistant") and isinstance(content, str):
         content = sanitize_context(content).strip()
-    entry: dict[str, Any] = {"role": row.role, "content": content}
-    if row.tool_call_id:
-        entry["tool_call_id"] = row.tool_call_id
-    if row.tool_name:
-        entry["tool_name"] = row.tool_name
-    if row.tool_calls:
-        entry["tool_calls"] = codec.decode_tool_calls(row.tool_calls)
-    if row.role == "assistant":
-        if row.finish_reason:
-            entry["finish_reason"] = row.finish_reason
-        if row.reasoning:
-            entry["reasoning"] = row.reasoning
-        if row.reasoning_content is not None:
-            entry["reasoning_content"] = row.reasoning_content
+    entry: dict[str, Any] = {"role": row["role"], "content": content}
+    if row["tool_call_id"]:
+        entry["tool_call_id"] = row["tool_call_id"]
+    if row["tool_name"]:
+        entry["tool_name"] = row["tool_name"]
+    if row["tool_calls"]:
+        entry["tool_calls"] = codec.decode_tool_calls(row["tool_calls"])
+    if row["role"] == "assistant":
+        if row["finish_reason"]:
+            entry["finish_reason"] = row["finish_reason"]
+        if row["reasoning"]:
+            entry["reasoning"] = row["reasoning"]
+        if row["reasoning_content"] is not None:
+            entry["reasoning_content"] = row["reasoning_content"]
         for key in ("reasoning_details", "codex_reasoning_items", "codex_message_items"):
-            raw = getattr(row, key)
+            raw = row[key]
             if raw:
                 entry[key] = codec.decode_json_or(raw, None)
     return entry

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, func, orm, select, text
+from sqlalchemy import func, orm, select
 
 from hermes_store.codec import CONTENT_JSON_PREFIX
 from hermes_store.models import Session
-from hermes_store.types import POSTGRES_CONTENT_SENTINEL, content_from_storage
+from hermes_store.repository.rows import fetch_dicts
+from hermes_store.types import POSTGRES_CONTENT_SENTINEL
 
 _SESSION_COLUMN_NAMES = tuple(column.name for column in Session.__table__.columns)
 _S_COLUMNS = ", ".join(f"s.{name}" for name in _SESSION_COLUMN_NAMES)
@@ -72,42 +73,29 @@ class ListingFilter:
     exclude_sources: Sequence[str] | None = None
     include_children: bool = False
 
-    def where(self) -> tuple[str, dict[str, Any]]:
+    def where(self, dialect: str = "sqlite") -> tuple[str, dict[str, Any]]:
         """The SQL condition on alias ``s`` and its parameters."""
         clauses = ["1 = 1"]
         params: dict[str, Any] = {}
+        # On SQLite a unary + keeps the planner off idx_sessions_source: walking
+        # idx_sessions_started newest first and stopping at LIMIT beats computing the
+        # preview and last-activity subqueries for every session of a large source.
+        source = "+s.source" if dialect == "sqlite" else "s.source"
         if not self.include_children:
             clauses.append(_VISIBLE_CHILD)
         if self.source:
-            clauses.append("s.source = :source")
+            clauses.append(f"{source} = :source")
             params["source"] = self.source
         if self.exclude_sources:
-            clauses.append("s.source NOT IN :exclude_sources")
+            clauses.append(f"{source} NOT IN :exclude_sources")
             params["exclude_sources"] = list(self.exclude_sources)
         return " AND ".join(clauses), params
-
-
-def _with_previews(db: orm.Session, result: Any) -> list[dict[str, Any]]:
-    dialect = db.get_bind().dialect.name
-    rows = []
-    for row in result:
-        item = dict(row._mapping)
-        item["preview"] = content_from_storage(item["preview"], dialect)
-        rows.append(item)
-    return rows
-
-
-def _bind(sql: str, params: dict[str, Any]) -> Any:
-    statement = text(sql)
-    if "exclude_sources" in params:
-        statement = statement.bindparams(bindparam("exclude_sources", expanding=True))
-    return statement
 
 
 def rich_rows(db: orm.Session, listing: ListingFilter, limit: int, offset: int) -> list[dict[str, Any]]:
     """Sessions with ``preview`` (raw, see :func:`finish_preview`) and ``last_active``,
     newest first."""
-    condition, params = listing.where()
+    condition, params = listing.where(db.get_bind().dialect.name)
     preview, preview_params = _preview_sql(db)
     sql = (
         f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active "
@@ -115,7 +103,7 @@ def rich_rows(db: orm.Session, listing: ListingFilter, limit: int, offset: int) 
         "ORDER BY s.started_at DESC LIMIT :limit OFFSET :offset"
     )
     params |= {**preview_params, "limit": limit, "offset": offset}
-    return _with_previews(db, db.execute(_bind(sql, params), params))
+    return fetch_dicts(db, sql, params, content_keys=("preview",))
 
 
 def rich_rows_by_last_active(
@@ -123,7 +111,7 @@ def rich_rows_by_last_active(
 ) -> list[dict[str, Any]]:
     """Like :func:`rich_rows`, ordered by the latest activity anywhere in each row's
     compression chain (so a conversation continued after compression sorts by its tip)."""
-    condition, params = listing.where()
+    condition, params = listing.where(db.get_bind().dialect.name)
     preview, preview_params = _preview_sql(db)
     sql = f"""
     WITH RECURSIVE roots AS (
@@ -151,7 +139,7 @@ def rich_rows_by_last_active(
     LIMIT :limit OFFSET :offset
     """
     params |= {**preview_params, "limit": limit, "offset": offset}
-    return _with_previews(db, db.execute(_bind(sql, params), params))
+    return fetch_dicts(db, sql, params, content_keys=("preview",))
 
 
 def rich_row(db: orm.Session, session_id: str) -> dict[str, Any] | None:
@@ -161,7 +149,7 @@ def rich_row(db: orm.Session, session_id: str) -> dict[str, Any] | None:
         f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active "
         "FROM sessions s WHERE s.id = :session_id"
     )
-    rows = _with_previews(db, db.execute(text(sql), {**preview_params, "session_id": session_id}))
+    rows = fetch_dicts(db, sql, {**preview_params, "session_id": session_id}, content_keys=("preview",))
     return rows[0] if rows else None
 
 
@@ -175,7 +163,7 @@ def by_last_active(db: orm.Session, source: str | None, limit: int, offset: int)
     params: dict[str, Any] = {"limit": limit, "offset": offset}
     if source:
         params["source"] = source
-    return [dict(row._mapping) for row in db.execute(text(sql), params)]
+    return fetch_dicts(db, sql, params)
 
 
 # --- analytics ----------------------------------------------------------------------

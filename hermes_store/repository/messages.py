@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Integer, Row, bindparam, delete, func, insert, orm, select, update
+from sqlalchemy import Integer, bindparam, delete, func, insert, orm, select, update
 
 from hermes_store.models import Message, Session
+from hermes_store.repository.rows import fetch_dicts
 
 MESSAGE_COLUMNS = tuple(Message.__table__.columns)
 CONVERSATION_COLUMNS = (
@@ -89,8 +90,7 @@ _BUMP_COUNTERS = (
 )
 _MESSAGE_FIELDS = tuple(column.name for column in Message.__table__.columns if column.name != "id")
 _SQLITE_INSERT_MESSAGE = (
-    f"INSERT INTO messages ({', '.join(_MESSAGE_FIELDS)}) "
-    f"VALUES ({', '.join('?' for _ in _MESSAGE_FIELDS)})"
+    f"INSERT INTO messages ({', '.join(_MESSAGE_FIELDS)}) VALUES ({', '.join('?' for _ in _MESSAGE_FIELDS)})"
 )
 _SQLITE_BUMP_COUNTERS = (
     "UPDATE sessions SET message_count = COALESCE(message_count, 0) + 1, "
@@ -147,19 +147,28 @@ def clear(db: orm.Session, session_id: str) -> None:
     db.execute(update(Session).where(Session.id == session_id).values(message_count=0, tool_call_count=0))
 
 
-def rows_for(db: orm.Session, session_id: str) -> Sequence[Row[Any]]:
-    """All 15 columns of a session's messages, in insertion order."""
-    return db.execute(
-        select(*MESSAGE_COLUMNS).where(Message.session_id == session_id).order_by(Message.id)
-    ).all()
+_MESSAGE_SELECT = ", ".join(column.name for column in Message.__table__.columns)
+_CONVERSATION_SELECT = ", ".join(column.name for column in CONVERSATION_COLUMNS)
 
 
-def conversation_rows(db: orm.Session, session_ids: Sequence[str]) -> Sequence[Row[Any]]:
-    """The replay columns of the messages of ``session_ids``, in insertion order."""
-    statement: Any = (
-        select(*CONVERSATION_COLUMNS).where(Message.session_id.in_(list(session_ids))).order_by(Message.id)
+def rows_for(db: orm.Session, session_id: str) -> list[dict[str, Any]]:
+    """All 15 columns of a session's messages as dicts, in insertion order."""
+    return fetch_dicts(
+        db,
+        f"SELECT {_MESSAGE_SELECT} FROM messages WHERE session_id = :session_id ORDER BY id",
+        {"session_id": session_id},
+        content_keys=("content",),
     )
-    return db.execute(statement).all()
+
+
+def conversation_rows(db: orm.Session, session_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The replay columns of the messages of ``session_ids`` as dicts, in insertion order."""
+    return fetch_dicts(
+        db,
+        f"SELECT {_CONVERSATION_SELECT} FROM messages WHERE session_id IN :session_ids ORDER BY id",
+        {"session_ids": list(session_ids)},
+        content_keys=("content",),
+    )
 
 
 def has_any(db: orm.Session, session_id: str) -> bool:

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import orm, text
+from sqlalchemy import orm
 
 from hermes_store.codec import content_text_for_context, decode_content
+from hermes_store.repository.rows import fetch_tuples
 from hermes_store.search.plan import SearchPlan
-from hermes_store.types import content_from_storage
 
 CONTEXT_CHARS = 200
 
@@ -32,26 +32,22 @@ class SearchFilters:
     exclude_sources: Sequence[str] | None = None
     roles: Sequence[str] | None = None
 
-    def sql(self) -> tuple[str, dict[str, Any], list[str]]:
-        """SQL conditions (leading ``AND``), their parameters, expanding parameter names."""
+    def sql(self) -> tuple[str, dict[str, Any]]:
+        """SQL conditions (leading ``AND``) and their parameters (lists expand for ``IN``)."""
         parts: list[str] = []
         params: dict[str, Any] = {}
-        expanding: list[str] = []
         if self.sources is not None and not self.sources:
             parts.append("AND 1 = 0")  # an empty include-list matches nothing
         elif self.sources is not None:
             parts.append("AND s.source IN :sources")
             params["sources"] = list(self.sources)
-            expanding.append("sources")
         if self.exclude_sources:
             parts.append("AND s.source NOT IN :exclude_sources")
             params["exclude_sources"] = list(self.exclude_sources)
-            expanding.append("exclude_sources")
         if self.roles:
             parts.append("AND m.role IN :roles")
             params["roles"] = list(self.roles)
-            expanding.append("roles")
-        return " ".join(parts), params, expanding
+        return " ".join(parts), params
 
 
 def find_hits(
@@ -69,30 +65,33 @@ def find_hits(
     return sqlite.find_hits(db, plan, filters, limit, offset)
 
 
-_CONTEXT = text(
-    """
-    SELECT role, content FROM messages
-    WHERE session_id = :session_id AND id IN (
-        (SELECT MAX(id) FROM messages WHERE session_id = :session_id AND id < :id),
-        :id,
-        (SELECT MIN(id) FROM messages WHERE session_id = :session_id AND id > :id)
-    )
-    ORDER BY id
-    """
-)
+_NEIGHBOURS = """
+    SELECT h.id,
+           (SELECT MAX(p.id) FROM messages p WHERE p.session_id = h.session_id AND p.id < h.id),
+           (SELECT MIN(n.id) FROM messages n WHERE n.session_id = h.session_id AND n.id > h.id)
+    FROM messages h WHERE h.id IN :hit_ids
+"""
+_CONTEXT_ROWS = "SELECT id, role, content FROM messages WHERE id IN :ids"
 
 
-def context_of(db: orm.Session, session_id: str, message_id: int) -> list[dict[str, str]]:
-    """The previous message, the message and the next one of the same session,
-    each as ``{"role", "content"}`` with content cut to 200 characters."""
-    rows = db.execute(_CONTEXT, {"session_id": session_id, "id": message_id}).all()
-    dialect = db.get_bind().dialect.name
-    return [
-        {
-            "role": row.role,
-            "content": content_text_for_context(decode_content(content_from_storage(row.content, dialect)))[
-                :CONTEXT_CHARS
-            ],
+def attach_context(db: orm.Session, hits: list[dict[str, Any]]) -> None:
+    """Give every hit its ``context``: the previous message, the hit and the next one of
+    the same session, each ``{"role", "content"}`` with content cut to 200 characters.
+
+    Two queries for the whole page of hits, not one per hit.
+    """
+    if not hits:
+        return
+    neighbours = fetch_tuples(db, _NEIGHBOURS, {"hit_ids": [hit["id"] for hit in hits]})
+    wanted = {row[0]: [i for i in row if i is not None] for row in neighbours}
+    ids = sorted({i for group in wanted.values() for i in group})
+    rows = fetch_tuples(db, _CONTEXT_ROWS, {"ids": ids}, content_index=2)
+    entries = {
+        row[0]: {
+            "role": row[1],
+            "content": content_text_for_context(decode_content(row[2]))[:CONTEXT_CHARS],
         }
         for row in rows
-    ]
+    }
+    for hit in hits:
+        hit["context"] = [dict(entries[i]) for i in sorted(wanted.get(hit["id"], [])) if i in entries]

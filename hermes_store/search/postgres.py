@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from sqlalchemy import bindparam, orm, text
+from sqlalchemy import orm
 
+from hermes_store.repository.rows import fetch_dicts
 from hermes_store.search.engine import SearchFilters
 from hermes_store.search.plan import SearchPlan, like_pattern
 
@@ -80,10 +81,10 @@ def _term_sql(token: str, params: dict[str, Any]) -> str | None:
     return f"phraseto_tsquery('simple'::regconfig, :{name})"
 
 
-def _filters(filters: SearchFilters, params: dict[str, Any]) -> tuple[str, list[str]]:
-    where, extra, expanding = filters.sql()
+def _filters(filters: SearchFilters, params: dict[str, Any]) -> str:
+    where, extra = filters.sql()
     params.update(extra)
-    return where, expanding
+    return where
 
 
 def find_hits(
@@ -95,7 +96,7 @@ def find_hits(
         query = tsquery_sql(plan.match, params)
         if query is None:
             return []
-        where, expanding = _filters(filters, params)
+        where = _filters(filters, params)
         sql = f"""
         WITH q AS (SELECT {query} AS query),
         hits AS (
@@ -112,7 +113,7 @@ def find_hits(
         ORDER BY hits.score DESC, m.id DESC
         """
         params["headline"] = HEADLINE_OPTIONS
-        return _run(db, sql, params, expanding)
+        return fetch_dicts(db, sql, params)
     terms = _substring_terms(plan)
     if not terms:
         return []
@@ -120,16 +121,16 @@ def find_hits(
     for index, term in enumerate(terms):
         params[f"p{index}"] = like_pattern(term)
         conditions.append(f"{INDEXED_TEXT} ILIKE :p{index} ESCAPE '\\'")
-    where, expanding = _filters(filters, params)
+    where = _filters(filters, params)
     sql = f"""
     SELECT m.id, m.session_id, m.role, m.content AS snippet, m.timestamp, m.tool_name,
            s.source, s.model, s.started_at AS session_started
     FROM messages m JOIN sessions s ON s.id = m.session_id
     WHERE {" AND ".join(conditions)} {where}
-    ORDER BY m.timestamp DESC, m.id DESC
+    ORDER BY m.id DESC
     LIMIT :limit OFFSET :offset
     """
-    hits = _run(db, sql, params, expanding)
+    hits = fetch_dicts(db, sql, params, content_keys=("snippet",))
     for hit in hits:
         hit["snippet"] = substring_snippet(hit["snippet"], terms[0], marked=plan.kind == "trigram")
     return hits
@@ -162,8 +163,3 @@ def substring_snippet(content: Any, term: str, marked: bool) -> str | None:
     local = position - start
     end = local + len(term)
     return window[:local] + ">>>" + window[local:end] + "<<<" + window[end:]
-
-
-def _run(db: orm.Session, sql: str, params: dict[str, Any], expanding: list[str]) -> list[dict[str, Any]]:
-    statement = text(sql).bindparams(*(bindparam(name, expanding=True) for name in expanding))
-    return [dict(row._mapping) for row in db.execute(statement, params)]

@@ -10,12 +10,13 @@ Three query shapes, chosen by :func:`hermes_store.search.plan.plan_search`:
 from __future__ import annotations
 
 import logging
+import sqlite3
 from typing import Any
 
-from sqlalchemy import bindparam, orm, text
-from sqlalchemy import exc as sa_exc
+from sqlalchemy import orm
 
 from hermes_store.errors_map import is_lock_error
+from hermes_store.repository.rows import fetch_dicts
 from hermes_store.search.engine import SearchFilters
 from hermes_store.search.plan import SearchPlan, like_pattern
 
@@ -53,7 +54,7 @@ def _like_sql(term_count: int, where: str) -> str:
     return (
         f"SELECT {_HIT_COLUMNS.format(snippet=snippet)} FROM messages m "
         f"JOIN sessions s ON s.id = m.session_id WHERE {conditions} {where} "
-        "ORDER BY m.timestamp DESC, m.id DESC LIMIT :limit OFFSET :offset"
+        "ORDER BY m.id DESC LIMIT :limit OFFSET :offset"
     )
 
 
@@ -61,7 +62,7 @@ def find_hits(
     db: orm.Session, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
 ) -> list[dict[str, Any]]:
     """The matching messages (without context) for ``plan``; ``[]`` on a query FTS5 rejects."""
-    where, params, expanding = filters.sql()
+    where, params = filters.sql()
     params |= {"limit": limit, "offset": offset}
     if plan.kind in ("fts", "trigram"):
         table = "messages_fts" if plan.kind == "fts" else "messages_fts_trigram"
@@ -74,13 +75,11 @@ def find_hits(
         params["p_raw"] = plan.like_terms[0]
     else:
         return []
-    statement = text(sql).bindparams(*(bindparam(name, expanding=True) for name in expanding))
     try:
-        return [dict(row._mapping) for row in db.execute(statement, params)]
-    except sa_exc.OperationalError as exc:
+        return fetch_dicts(db, sql, params)
+    except sqlite3.OperationalError as exc:
         if is_lock_error(exc) or plan.kind == "like":
             raise
         # The sanitiser should make this unreachable; a query FTS5 still rejects finds nothing.
-        log.warning("FTS5 rejected search %r: %s", plan.match, exc.orig)
-        db.rollback()
+        log.warning("FTS5 rejected search %r: %s", plan.match, exc)
         return []
