@@ -16,7 +16,16 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Scenario labels as they appear in the first column of the result table.
-SCENARIO_LABELS = ("append", "contention", "search", "listing", "conversation", "cold start", "upgrade v9", "size")
+SCENARIO_LABELS = (
+    "append",
+    "contention",
+    "search",
+    "listing",
+    "conversation",
+    "cold start",
+    "upgrade v9",
+    "size",
+)
 RATIO = re.compile(r"\s\d+\.\d\dx(\s|$)")
 
 
