@@ -69,8 +69,14 @@ def sqlite_path(url: URL) -> Path | None:
     if url.get_backend_name() != "sqlite":
         return None
     database = url.database
-    if not database or database == ":memory:" or database.startswith("file:"):
+    if not database or database == ":memory:":
         return None
+    if database.startswith("file:"):
+        # A SQLite URI filename (with uri=true), e.g. file:/path/state.db?vfs=unix-dotfile
+        location = database[len("file:") :].split("?", 1)[0]
+        if not location or location == ":memory:" or url.query.get("mode") == "memory":
+            return None
+        return Path(location)
     return Path(database)
 
 
