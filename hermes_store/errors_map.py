@@ -9,7 +9,13 @@ import sqlite3
 
 from sqlalchemy import exc as sa_exc
 
-from hermes_store.errors import CorruptDatabase, ReadOnlyStore, StorageFull, StoreError
+from hermes_store.errors import (
+    CorruptDatabase,
+    ReadOnlyStore,
+    SearchUnavailable,
+    StorageFull,
+    StoreError,
+)
 
 # SQLite's primary result codes, for drivers that report only the number.
 _LOCK_CODES = {5, 6}
@@ -58,7 +64,27 @@ def translate(error: BaseException, operation: str) -> BaseException:
         )
     if name.startswith("SQLITE_IOERR"):
         return StoreError(f"I/O error while {operation} ({name}): {error}")
+    if is_missing_search_capability(error):
+        return SearchUnavailable(
+            f"this SQLite build cannot run the full-text index while {operation} ({_message(error)}): "
+            "hermes_store needs SQLite ≥ 3.34 with FTS5 and the trigram tokenizer; use a Python "
+            "linked against such a SQLite (e.g. python.org or distro builds) — stored data is intact"
+        )
     return error
+
+
+def _message(error: BaseException) -> str:
+    original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
+    return str(original)
+
+
+def is_missing_search_capability(error: BaseException) -> bool:
+    """True when SQLite lacks FTS5 or a tokenizer a search table was built with.
+
+    SQLite reports these as a generic SQLITE_ERROR, so the message is the only signal.
+    """
+    text = _message(error)
+    return "no such module: fts5" in text or "no such tokenizer" in text
 
 
 # PostgreSQL SQLSTATEs worth retrying whole: serialization failure, deadlock.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +33,9 @@ from hermes_store.errors_map import is_retryable_conflict, translate
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# Hot paths run SQL on the driver cursor, so sqlite3's own errors arrive unwrapped.
+_DRIVER_ERRORS = (sa_exc.DBAPIError, sqlite3.Error)
 
 MAX_ATTEMPTS = 15
 RETRY_MIN_S = 0.020
@@ -83,7 +87,7 @@ class UnitOfWork:
             with self._lock:
                 try:
                     result = self._attempt(work)
-                except sa_exc.DBAPIError as exc:
+                except _DRIVER_ERRORS as exc:
                     if not is_retryable_conflict(exc):
                         translated = translate(exc, operation)
                         if translated is exc:
@@ -122,7 +126,7 @@ class UnitOfWork:
         with self._reader() as session:
             try:
                 yield session
-            except sa_exc.DBAPIError as exc:
+            except _DRIVER_ERRORS as exc:
                 translated = translate(exc, "reading")
                 if translated is exc:
                     raise

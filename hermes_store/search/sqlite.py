@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import orm
 
-from hermes_store.errors_map import is_lock_error
+from hermes_store.errors_map import is_lock_error, is_missing_search_capability, translate
 from hermes_store.repository.rows import fetch_dicts
 from hermes_store.search.engine import SearchFilters
 from hermes_store.search.plan import SearchPlan, like_pattern
@@ -78,6 +78,8 @@ def find_hits(
     try:
         return fetch_dicts(db, sql, params)
     except sqlite3.OperationalError as exc:
+        if is_missing_search_capability(exc):
+            raise translate(exc, "searching") from exc
         if is_lock_error(exc) or plan.kind == "like":
             raise
         # The sanitiser should make this unreachable; a query FTS5 still rejects finds nothing.
