@@ -70,6 +70,7 @@ class UnitOfWork:
         # Writes are serialised in-process anyway, so one connection serves them all, kept
         # open like upstream's: no pool checkout and reset per write on the hot path.
         self._write_connection: Connection | None = None
+        self._write_session = orm.Session()
         self._lock = threading.Lock()
         self.write_count = 0
         self.retry_count = 0
@@ -107,8 +108,10 @@ class UnitOfWork:
         connection = self._write_connection
         if connection is None or connection.closed or connection.invalidated:
             connection = self._write_connection = self._write_engine.connect()
+            self._write_session = orm.Session(bind=connection, expire_on_commit=False)
+        session = self._write_session
         try:
-            with connection.begin(), orm.Session(bind=connection, expire_on_commit=False) as session:
+            with connection.begin():
                 result = work(session)
                 session.flush()
             return result
@@ -119,6 +122,9 @@ class UnitOfWork:
                 connection.close()
                 self._write_connection = None
             raise
+        finally:
+            # Reused across writes (cheaper than a new one each time); close() empties it.
+            session.close()
 
     @contextmanager
     def read(self) -> Iterator[orm.Session]:
