@@ -41,6 +41,7 @@ MAX_ATTEMPTS = 15
 RETRY_MIN_S = 0.020
 RETRY_MAX_S = 0.150
 CHECKPOINT_EVERY_N_WRITES = 50
+_IDLE_READERS_KEPT = 8
 
 
 class UnitOfWork:
@@ -67,6 +68,7 @@ class UnitOfWork:
         self.checkpoint_every = checkpoint_every
         self._write_engine = write_engine(engine)
         self._reader = orm.sessionmaker(bind=engine, expire_on_commit=False)
+        self._idle_readers: list[orm.Session] = []
         # Writes are serialised in-process anyway, so one connection serves them all, kept
         # open like upstream's: no pool checkout and reset per write on the hot path.
         self._write_connection: Connection | None = None
@@ -129,14 +131,23 @@ class UnitOfWork:
     @contextmanager
     def read(self) -> Iterator[orm.Session]:
         """A session for reads: a deferred transaction that never takes the write lock."""
-        with self._reader() as session:
-            try:
-                yield session
-            except _DRIVER_ERRORS as exc:
-                translated = translate(exc, "reading")
-                if translated is exc:
-                    raise
-                raise translated from exc
+        try:
+            session = self._idle_readers.pop()
+        except IndexError:
+            session = self._reader()
+        try:
+            yield session
+        except _DRIVER_ERRORS as exc:
+            translated = translate(exc, "reading")
+            if translated is exc:
+                raise
+            raise translated from exc
+        finally:
+            # close() ends the transaction and returns the connection to the pool; the
+            # emptied session object is kept for the next read (cheaper than a new one).
+            session.close()
+            if len(self._idle_readers) < _IDLE_READERS_KEPT:
+                self._idle_readers.append(session)
 
     def _count_success(self) -> None:
         self.write_count += 1

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import orm, text
+from sqlalchemy import orm
+
+from hermes_store.repository.rows import fetch_tuples
 
 MAX_DEPTH = 100
 MAX_RESUME_DEPTH = 32
@@ -30,8 +32,7 @@ class LineageNode:
     depth: int
 
 
-_ANCESTORS = text(
-    """
+_ANCESTORS = """
     WITH RECURSIVE lineage(id, depth) AS (
         SELECT id, 0 FROM sessions WHERE id = :session_id
         UNION
@@ -45,10 +46,8 @@ _ANCESTORS = text(
     GROUP BY s.id, s.parent_session_id, s.title, s.started_at, s.ended_at, s.end_reason
     ORDER BY depth DESC
     """
-)
 
-_DESCENDANTS = text(
-    """
+_DESCENDANTS = """
     WITH RECURSIVE descendants(id, depth) AS (
         SELECT id, 0 FROM sessions WHERE id = :session_id
         UNION
@@ -62,11 +61,9 @@ _DESCENDANTS = text(
     GROUP BY s.id, s.parent_session_id, s.title, s.started_at, s.ended_at, s.end_reason
     ORDER BY depth, s.started_at, s.id
     """
-)
 
 # One step = the latest-started continuation of a session that ended by compression.
-_COMPRESSION_TIP = text(
-    """
+_COMPRESSION_TIP = """
     WITH RECURSIVE chain(id, depth) AS (
         SELECT id, 0 FROM sessions WHERE id = :session_id
         UNION ALL
@@ -83,18 +80,17 @@ _COMPRESSION_TIP = text(
     )
     SELECT id FROM chain WHERE id IS NOT NULL ORDER BY depth DESC LIMIT 1
     """
-)
 
 
 def ancestors(db: orm.Session, session_id: str) -> list[LineageNode]:
     """The session and its ancestors, root first, session last (empty if unknown)."""
-    rows = db.execute(_ANCESTORS, {"session_id": session_id, "max_depth": MAX_DEPTH}).all()
+    rows = fetch_tuples(db, _ANCESTORS, {"session_id": session_id, "max_depth": MAX_DEPTH})
     return [LineageNode(*row) for row in rows]
 
 
 def descendants(db: orm.Session, session_id: str) -> list[LineageNode]:
     """The session and every descendant, breadth first (empty if unknown)."""
-    rows = db.execute(_DESCENDANTS, {"session_id": session_id, "max_depth": MAX_DEPTH}).all()
+    rows = fetch_tuples(db, _DESCENDANTS, {"session_id": session_id, "max_depth": MAX_DEPTH})
     return [LineageNode(*row) for row in rows]
 
 
@@ -106,14 +102,14 @@ def chain_root_to_session(db: orm.Session, session_id: str) -> list[str]:
 
 def compression_tip(db: orm.Session, session_id: str) -> str:
     """The last continuation reached by following compression splits (or the input)."""
-    tip = db.execute(_COMPRESSION_TIP, {"session_id": session_id, "max_depth": MAX_DEPTH}).scalar()
-    return str(tip) if tip is not None else session_id
+    rows = fetch_tuples(db, _COMPRESSION_TIP, {"session_id": session_id, "max_depth": MAX_DEPTH})
+    return str(rows[0][0]) if rows else session_id
 
 
-_LATEST_CHILD = text(
+_LATEST_CHILD = (
     "SELECT id FROM sessions WHERE parent_session_id = :parent ORDER BY started_at DESC, id DESC LIMIT 1"
 )
-_HAS_MESSAGES = text("SELECT 1 FROM messages WHERE session_id = :session_id LIMIT 1")
+_HAS_MESSAGES = "SELECT 1 FROM messages WHERE session_id = :session_id LIMIT 1"
 
 
 def resume_target(db: orm.Session, session_id: str) -> str:
@@ -122,15 +118,16 @@ def resume_target(db: orm.Session, session_id: str) -> str:
     Walks down the latest-started child of any kind, at most 32 levels, never revisiting
     a session; returns the input when nothing below has messages.
     """
-    if db.execute(_HAS_MESSAGES, {"session_id": session_id}).first() is not None:
+    if fetch_tuples(db, _HAS_MESSAGES, {"session_id": session_id}):
         return session_id
     visited = {session_id}
     current = session_id
     for _ in range(MAX_RESUME_DEPTH):
-        child = db.execute(_LATEST_CHILD, {"parent": current}).scalar()
+        children = fetch_tuples(db, _LATEST_CHILD, {"parent": current})
+        child = children[0][0] if children else None
         if child is None or child in visited:
             break
-        if db.execute(_HAS_MESSAGES, {"session_id": child}).first() is not None:
+        if fetch_tuples(db, _HAS_MESSAGES, {"session_id": child}):
             return str(child)
         visited.add(child)
         current = child

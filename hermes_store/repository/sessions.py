@@ -16,6 +16,7 @@ from sqlalchemy import ColumnElement, delete, exists, func, orm, select, update
 
 from hermes_store.models import Message, Session
 from hermes_store.repository.dialect_insert import insert_for
+from hermes_store.repository.rows import fetch_dicts
 from hermes_store.titles import escape_like, split_title_number
 
 SESSION_COLUMNS = tuple(Session.__table__.columns)
@@ -55,15 +56,19 @@ def insert_session(
     )
 
 
+# get_session() is called on nearly every agent turn: plain SQL, run on the driver cursor.
+_SELECT_SESSION = f"SELECT {', '.join(c.name for c in SESSION_COLUMNS)} FROM sessions"
+
+
 def get_row(db: orm.Session, session_id: str) -> dict[str, Any] | None:
     """All 27 columns of a session as a dict, or ``None``."""
-    row = db.execute(select(*SESSION_COLUMNS).where(Session.id == session_id)).first()
-    return None if row is None else dict(row._mapping)
+    rows = fetch_dicts(db, f"{_SELECT_SESSION} WHERE id = :session_id", {"session_id": session_id})
+    return rows[0] if rows else None
 
 
 def exists_id(db: orm.Session, session_id: str) -> bool:
     """Whether a session with exactly this id exists."""
-    return db.execute(select(Session.id).where(Session.id == session_id)).first() is not None
+    return bool(fetch_dicts(db, "SELECT 1 AS found FROM sessions WHERE id = :id", {"id": session_id}))
 
 
 def end(db: orm.Session, session_id: str, end_reason: str | None) -> None:
@@ -174,8 +179,8 @@ def id_by_title(db: orm.Session, title: str) -> str | None:
 
 def row_by_title(db: orm.Session, title: str) -> dict[str, Any] | None:
     """The full row of the session titled exactly ``title``."""
-    row = db.execute(select(*SESSION_COLUMNS).where(Session.title == title)).first()
-    return None if row is None else dict(row._mapping)
+    rows = fetch_dicts(db, f"{_SELECT_SESSION} WHERE title = :title", {"title": title})
+    return rows[0] if rows else None
 
 
 def _numbered_variants(title: str) -> ColumnElement[bool]:
