@@ -66,6 +66,38 @@ _COLUMNS_ADDED: dict[int, tuple[tuple[str, str], ...]] = {
     8: (("sessions", "api_call_count"),),
     9: (("messages", "codex_message_items"),),
 }
+_V1_COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    ("sessions", name)
+    for name in (
+        "id",
+        "source",
+        "user_id",
+        "model",
+        "model_config",
+        "system_prompt",
+        "parent_session_id",
+        "started_at",
+        "ended_at",
+        "end_reason",
+        "message_count",
+        "tool_call_count",
+        "input_tokens",
+        "output_tokens",
+    )
+) + tuple(
+    ("messages", name)
+    for name in (
+        "id",
+        "session_id",
+        "role",
+        "content",
+        "tool_call_id",
+        "tool_calls",
+        "tool_name",
+        "timestamp",
+        "token_count",
+    )
+)
 _V11_TRIGGERS = (
     "messages_fts_insert",
     "messages_fts_delete",
@@ -98,9 +130,9 @@ class _SqliteSnapshot:
 
     def satisfies(self, version: int) -> bool:
         if version == 1:
-            return all(self.has("table", t) for t in ("sessions", "messages", "schema_version")) and (
-                self.has("table", "messages_fts")
-            )
+            tables = all(self.has("table", t) for t in ("sessions", "messages", "schema_version"))
+            columns = all(self.has_column(t, c) for t, c in _V1_COLUMNS)
+            return tables and columns and self.has("table", "messages_fts")
         if version in _COLUMNS_ADDED:
             return all(self.has_column(t, c) for t, c in _COLUMNS_ADDED[version])
         if version == 4:

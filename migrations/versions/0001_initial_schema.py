@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from hermes_store.migration_ops import dialect_name, execute_all, table_names
+from hermes_store.migration_ops import add_columns_if_missing, dialect_name, execute_all, table_names
 
 revision = "0001"
 down_revision = None
@@ -161,9 +161,44 @@ def _server_upgrade() -> None:
         )
 
 
+def _v1_columns_legacy_files_can_lack() -> dict[str, list[sa.Column[object]]]:
+    # Hand-made or half-migrated upstream files can lack even version-1 columns (upstream
+    # added any missing column on every open). SQLite cannot add a NOT NULL column without
+    # a default, so those few are added nullable, as upstream's reconciliation left them.
+    return {
+        "sessions": [
+            sa.Column("source", sa.Text()),
+            sa.Column("user_id", sa.Text()),
+            sa.Column("model", sa.Text()),
+            sa.Column("model_config", sa.Text()),
+            sa.Column("system_prompt", sa.Text()),
+            sa.Column("parent_session_id", sa.Text()),
+            sa.Column("started_at", sa.REAL()),
+            sa.Column("ended_at", sa.REAL()),
+            sa.Column("end_reason", sa.Text()),
+            sa.Column("message_count", sa.Integer(), server_default=_zero()),
+            sa.Column("tool_call_count", sa.Integer(), server_default=_zero()),
+            sa.Column("input_tokens", sa.Integer(), server_default=_zero()),
+            sa.Column("output_tokens", sa.Integer(), server_default=_zero()),
+        ],
+        "messages": [
+            sa.Column("session_id", sa.Text()),
+            sa.Column("role", sa.Text()),
+            sa.Column("content", sa.Text()),
+            sa.Column("tool_call_id", sa.Text()),
+            sa.Column("tool_calls", sa.Text()),
+            sa.Column("tool_name", sa.Text()),
+            sa.Column("timestamp", sa.REAL()),
+            sa.Column("token_count", sa.Integer()),
+        ],
+    }
+
+
 def upgrade() -> None:
     if dialect_name() == "sqlite":
         execute_all(SQLITE_UPGRADE)
+        for table, columns in _v1_columns_legacy_files_can_lack().items():
+            add_columns_if_missing(table, columns)
     else:
         _server_upgrade()
 
