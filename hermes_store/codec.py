@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 CONTENT_JSON_PREFIX = "\x00json:"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 """Marks message content that was JSON-encoded because it was not a plain scalar."""
 
 MULTIMODAL_PLACEHOLDER = "[multimodal content]"
@@ -47,11 +49,26 @@ def encode_content(value: object) -> object:
     and ``bool`` counts as an ``int``). Any other JSON-serialisable value becomes
     ``CONTENT_JSON_PREFIX + json.dumps(value, ensure_ascii=False)``, so a tuple reads back
     as a list. A value that JSON cannot encode is stored as ``str(value)``.
+
+    A string that itself starts with the sentinel is stored JSON-encoded behind it, so it
+    reads back as the same string rather than as the value it looks like. ``ValueError``
+    is raised, before anything is written, for what SQLite cannot hold faithfully: NaN
+    (it would become NULL), integers beyond 64 bits, and structures nested too deeply.
     """
-    if value is None or isinstance(value, str | int | float | bytes):
+    if isinstance(value, str):
+        if value.startswith(CONTENT_JSON_PREFIX):
+            return CONTENT_JSON_PREFIX + json.dumps(value, ensure_ascii=False)
+        return value
+    if isinstance(value, float) and math.isnan(value):
+        raise ValueError("message content cannot be NaN: SQLite would store it as NULL")
+    if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
+        raise ValueError("integer message content must fit in 64 bits")
+    if value is None or isinstance(value, int | float | bytes):
         return value
     try:
         return CONTENT_JSON_PREFIX + json.dumps(value, ensure_ascii=False)
+    except RecursionError as exc:
+        raise ValueError("message content is nested too deeply to store as JSON") from exc
     except (TypeError, ValueError):
         # Upstream never refuses a message because of its content; a lossy string is
         # better than dropping the turn.
@@ -82,10 +99,14 @@ def encode_json(value: object) -> str | None:
     keeps CJK inside tool-call arguments searchable (contract §4.3).
 
     :raises TypeError: if ``value`` is truthy but not JSON-serialisable.
+    :raises ValueError: if ``value`` is nested too deeply to encode.
     """
     if not value:
         return None
-    return json.dumps(value, ensure_ascii=False)
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except RecursionError as exc:
+        raise ValueError("value is nested too deeply to store as JSON") from exc
 
 
 def decode_json_or(raw: str | bytes | bytearray | None, fallback: Any) -> Any:

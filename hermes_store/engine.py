@@ -34,6 +34,8 @@ STORE_URL_VARIABLE = "HERMES_STORE_URL"
 BUSY_TIMEOUT_S = 1.0
 _WRITE_OPTION = "hermes_store_write"
 FILE_MODE = 0o600
+_SIDECARS = ("-wal", "-shm", "-journal")
+_NOT_A_WAL_REFUSAL = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY")
 DIR_MODE = 0o700
 
 
@@ -61,7 +63,9 @@ def resolve_url(target: str | os.PathLike[str] | URL | None = None) -> URL:
 
 
 def _sqlite_url(path: Path) -> URL:
-    return URL.create("sqlite", database=str(path.expanduser()))
+    # Absolute, so that a relative name like "file:notes.db" is a file name, never read
+    # by SQLite as a URI that would bypass the 0600 creation and symlink checks.
+    return URL.create("sqlite", database=str(path.expanduser().absolute()))
 
 
 def sqlite_path(url: URL) -> Path | None:
@@ -71,7 +75,7 @@ def sqlite_path(url: URL) -> Path | None:
     database = url.database
     if not database or database == ":memory:":
         return None
-    if database.startswith("file:"):
+    if database.startswith("file:") and url.query.get("uri") == "true":
         # A SQLite URI filename (with uri=true), e.g. file:/path/state.db?vfs=unix-dotfile
         location = database[len("file:") :].split("?", 1)[0]
         if not location or location == ":memory:" or url.query.get("mode") == "memory":
@@ -88,8 +92,12 @@ def prepare_sqlite_file(path: Path) -> None:
     the path is refused rather than followed, so the store can never be tricked into
     writing through it into another file. A directory the store creates is 0700.
     """
-    if path.is_symlink():
-        raise UnsafePath(f"refusing to open {path}: it is a symbolic link; point the store at the real file")
+    for candidate in (path, *(path.with_name(path.name + suffix) for suffix in _SIDECARS)):
+        if candidate.is_symlink():
+            raise UnsafePath(
+                f"refusing to open {path}: {candidate} is a symbolic link; remove it or point "
+                "the store at the real file"
+            )
     missing: list[Path] = []
     ancestor = path.parent
     while not ancestor.exists():
@@ -187,10 +195,10 @@ class _JournalModeState:
             row = cursor.execute("PRAGMA journal_mode=WAL").fetchone()
             mode = str(row[0]).lower() if row else ""
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc).lower() or getattr(exc, "sqlite_errorname", "") in (
-                "SQLITE_BUSY",
-                "SQLITE_LOCKED",
-            ):
+            # Lock contention and storage failures (full disk, I/O) are real errors, not a
+            # file system without WAL support; let the caller see and classify them.
+            name = str(getattr(exc, "sqlite_errorname", ""))
+            if "locked" in str(exc).lower() or name.startswith(_NOT_A_WAL_REFUSAL):
                 raise
             mode = f"error: {exc}"
         if mode == "wal":

@@ -52,7 +52,7 @@ def translate(error: BaseException, operation: str) -> BaseException:
             f"cannot write the database while {operation}: the file or its directory is "
             f"read-only or not accessible ({name}); fix the permissions or open a writable copy"
         )
-    if name.startswith("SQLITE_FULL"):
+    if name.startswith("SQLITE_FULL") or name == "SQLITE_IOERR_SHMSIZE":
         return StorageFull(
             f"the disk holding the database is full while {operation} ({name}); free space "
             "and retry — nothing already committed was lost"

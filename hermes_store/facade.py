@@ -39,6 +39,7 @@ from hermes_store.unit_of_work import (
     RETRY_MIN_S,
     UnitOfWork,
 )
+from hermes_store.validation import optional_int, optional_str, require_count, require_str
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,10 @@ class SessionDB:
         unknown = set(fields) - _SESSION_KEYWORDS
         if unknown:
             raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+        require_str("session_id", session_id)
+        require_str("source", source)
+        for name in ("model", "system_prompt", "user_id", "parent_session_id"):
+            optional_str(name, fields.get(name))
         values = dict(fields)
         values["model_config"] = codec.encode_json(values.get("model_config"))
         self._write(
@@ -205,6 +210,8 @@ class SessionDB:
 
     def end_session(self, session_id: str, end_reason: str) -> None:
         """Mark a session ended with ``end_reason``; the first end wins."""
+        require_str("session_id", session_id)
+        optional_str("end_reason", end_reason)
         self._write(lambda db: sessions.end(db, session_id, end_reason), "ending a session")
 
     def reopen_session(self, session_id: str) -> None:
@@ -213,6 +220,7 @@ class SessionDB:
 
     def update_system_prompt(self, session_id: str, system_prompt: str) -> None:
         """Store the session's system prompt."""
+        optional_str("system_prompt", system_prompt)
         self._write(
             lambda db: sessions.set_column(db, session_id, system_prompt=system_prompt),
             "updating a system prompt",
@@ -383,8 +391,20 @@ class SessionDB:
         """Store one message and bump the session's counters; returns the message id.
 
         ``tool_calls`` adds its length (a list) or 1 (any other value) to
-        ``tool_call_count``. An unknown session raises ``sqlite3.IntegrityError``.
+        ``tool_call_count``. An unknown session raises ``sqlite3.IntegrityError``; a
+        wrongly typed argument raises ``TypeError`` before anything is written.
         """
+        require_str("session_id", session_id)
+        require_str("role", role)
+        for name, value in (
+            ("tool_name", tool_name),
+            ("tool_call_id", tool_call_id),
+            ("finish_reason", finish_reason),
+            ("reasoning", reasoning),
+            ("reasoning_content", reasoning_content),
+        ):
+            optional_str(name, value)
+        optional_int("token_count", token_count)
         message = messages.NewMessage(
             role=role,
             content=codec.encode_content(content),
@@ -404,6 +424,10 @@ class SessionDB:
 
     def replace_messages(self, session_id: str, messages_: Sequence[dict[str, Any]]) -> None:
         """Atomically replace a session's transcript with ``messages_`` (OpenAI-style dicts)."""
+        require_str("session_id", session_id)
+        for entry in messages_:
+            if not isinstance(entry, dict):
+                raise TypeError(f"each message must be a dict, not {type(entry).__name__}")
         prepared = [self._new_message_from_dict(entry) for entry in messages_]
         self._write(lambda db: messages.replace_all(db, session_id, prepared), "replacing messages")
 
@@ -440,14 +464,7 @@ class SessionDB:
 
         ``content`` and ``tool_calls`` are decoded; the other JSON columns stay strings.
         """
-        rows = self._read(lambda db: messages.rows_for(db, session_id))
-        result = []
-        for item in rows:
-            item["content"] = codec.decode_content(item["content"])
-            if item["tool_calls"]:
-                item["tool_calls"] = codec.decode_tool_calls(item["tool_calls"])
-            result.append(item)
-        return result
+        return _decoded_messages(self._read(lambda db: messages.rows_for(db, session_id)))
 
     def get_messages_as_conversation(
         self, session_id: str, include_ancestors: bool = False
@@ -492,6 +509,8 @@ class SessionDB:
         Child sessions other than branches are hidden unless ``include_children``. A
         session split by compression is shown with its latest continuation's details.
         """
+        require_count("limit", limit)
+        require_count("offset", offset)
         filters = listing.ListingFilter(source, exclude_sources, include_children)
         project = project_compression_tips and not include_children
 
@@ -510,6 +529,8 @@ class SessionDB:
         self, source: str | None = None, limit: int = 20, offset: int = 0
     ) -> list[dict[str, Any]]:
         """Sessions with ``last_active``, most recently active first."""
+        require_count("limit", limit)
+        require_count("offset", offset)
         return self._read(lambda db: listing.by_last_active(db, source, limit, offset))
 
     def session_count(self, source: str | None = None) -> int:
@@ -521,18 +542,29 @@ class SessionDB:
         return self._read(lambda db: messages.count(db, session_id))
 
     def export_session(self, session_id: str) -> dict[str, Any] | None:
-        """A session's row plus ``"messages"`` (as :meth:`get_messages`), or ``None``."""
-        row = self.get_session(session_id)
-        if row is None:
-            return None
-        return {**row, "messages": self.get_messages(session_id)}
+        """A session's row plus ``"messages"`` (as :meth:`get_messages`), or ``None``.
+
+        Row and messages come from one read transaction, so they always agree.
+        """
+
+        def work(db: orm.Session) -> dict[str, Any] | None:
+            row = sessions.get_row(db, session_id)
+            if row is None:
+                return None
+            return {**row, "messages": _decoded_messages(messages.rows_for(db, session_id))}
+
+        return self._read(work)
 
     def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
-        """Every session (most recently active first) with its ``"messages"``."""
-        return [
-            {**row, "messages": self.get_messages(row["id"])}
-            for row in self.search_sessions(source, limit=100000)
-        ]
+        """Every session (most recently active first) with its ``"messages"``, one snapshot."""
+
+        def work(db: orm.Session) -> list[dict[str, Any]]:
+            return [
+                {**row, "messages": _decoded_messages(messages.rows_for(db, row["id"]))}
+                for row in listing.by_last_active(db, source, 100000, 0)
+            ]
+
+        return self._read(work)
 
     def delete_session(self, session_id: str, sessions_dir: str | os.PathLike[str] | None = None) -> bool:
         """Delete a session and its messages, detaching its children; ``False`` if missing."""
@@ -590,6 +622,8 @@ class SessionDB:
             return []
         if not isinstance(query, str):
             raise TypeError(f"query must be a str, not {type(query).__name__}")
+        require_count("limit", limit)
+        require_count("offset", offset)
         plan = plan_search(query)
         if plan.kind == "empty":
             return []
@@ -606,10 +640,13 @@ class SessionDB:
 
     def get_meta(self, key: str) -> str | None:
         """The value stored under ``key`` in ``state_meta``."""
+        require_str("key", key)
         return self._read(lambda db: meta.get(db, key))
 
     def set_meta(self, key: str, value: str | None) -> None:
         """Store ``value`` under ``key`` in ``state_meta``."""
+        require_str("key", key)
+        optional_str("value", value)
         self._write(lambda db: meta.put(db, key, value), "setting metadata")
 
     def vacuum(self) -> None:
@@ -673,6 +710,14 @@ class SessionDB:
 
 
 # --- conversation shaping -------------------------------------------------------------
+
+
+def _decoded_messages(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for item in rows:
+        item["content"] = codec.decode_content(item["content"])
+        if item["tool_calls"]:
+            item["tool_calls"] = codec.decode_tool_calls(item["tool_calls"])
+    return rows
 
 
 def _conversation_entry(row: dict[str, Any]) -> dict[str, Any]:

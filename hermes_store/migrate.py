@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import sqlite3
 import time
 import warnings
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.engine import create_engine, write_engine
-from hermes_store.errors_map import is_lock_error
+from hermes_store.errors_map import is_lock_error, translate
 from hermes_store.legacy import HEAD_REVISION, HEAD_VERSION, REVISIONS, NewerSchemaWarning
 
 if TYPE_CHECKING:
@@ -74,12 +75,20 @@ def read_schema_state(engine: Engine) -> SchemaState:
 
 def _raise_if_not_missing_table(exc: sa.exc.DatabaseError) -> None:
     if "no such table" not in str(exc.orig):
-        from hermes_store.errors_map import translate
-
         raise translate(exc, "reading the schema version") from exc
 
 
 def _read_state_table_by_table(engine: Engine) -> SchemaState:
+    try:
+        return _inspect_state_tables(engine)
+    except sa.exc.DBAPIError as exc:
+        translated = translate(exc, "reading the schema version")
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+def _inspect_state_tables(engine: Engine) -> SchemaState:
     with engine.connect() as connection:
         tables = set(sa.inspect(connection).get_table_names())
         revision = None
@@ -177,12 +186,16 @@ def _run_alembic(target: Engine | str | os.PathLike[str] | None, verb: str, revi
                     _locked_write(connection)
                     getattr(command, verb)(alembic_config(connection=connection), revision)
                 return
-            except sa.exc.OperationalError as exc:
+            except (sa.exc.DBAPIError, sqlite3.Error) as exc:
                 # Another process is migrating (a large backfill can outlast the 1 s busy
                 # timeout). Everything rolled back; wait our turn, then re-check the state.
-                if not is_lock_error(exc) or time.monotonic() > deadline:
+                if is_lock_error(exc) and time.monotonic() <= deadline:
+                    time.sleep(random.uniform(0.02, 0.15))
+                    continue
+                translated = translate(exc, f"running the schema {verb}")
+                if translated is exc:
                     raise
-                time.sleep(random.uniform(0.02, 0.15))
+                raise translated from exc
     finally:
         if owned:
             engine.dispose()

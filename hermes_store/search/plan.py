@@ -17,6 +17,11 @@ from hermes_store.titles import escape_like
 
 __all__ = ["MIN_TRIGRAM_TERM", "SearchPlan", "like_pattern", "plan_search"]
 
+MAX_QUERY_CHARS = 4096
+"""Longer queries are refused: FTS5's snippet() grows quadratically with matches per row."""
+MAX_QUERY_TERMS = 64
+"""More terms are refused: each is a condition, and SQLite caps expression depth."""
+
 MIN_TRIGRAM_TERM = 3
 """The trigram index cannot match a term shorter than this many characters."""
 
@@ -41,6 +46,7 @@ def plan_search(query: str) -> SearchPlan:
     """Choose the search path for ``query`` (upstream-behaviour §8.2, contract §4.1).
 
     * Empty input, or input the sanitiser reduces to nothing: ``empty``.
+    * More than 4,096 characters or 64 terms: ``ValueError`` (see the limits above).
     * No CJK in the sanitised query: ``fts`` with the sanitised query.
     * Otherwise the outer quotes are stripped from the sanitised query and it is split on
       whitespace. With fewer than three CJK characters in all: ``like`` on the whole text
@@ -51,9 +57,14 @@ def plan_search(query: str) -> SearchPlan:
     """
     if not query.strip():
         return SearchPlan("empty")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ValueError(f"search query too long ({len(query)} chars, max {MAX_QUERY_CHARS})")
     sanitized = sanitize_fts5_query(query)
     if not sanitized:
         return SearchPlan("empty")
+    term_count = len(sanitized.split())
+    if term_count > MAX_QUERY_TERMS:
+        raise ValueError(f"search query has too many terms ({term_count}, max {MAX_QUERY_TERMS})")
     raw = sanitized.strip('"').strip()
     cjk_chars = count_cjk(raw)
     if cjk_chars == 0:

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 SNIPPET_TOKENS = 40
 LIKE_SNIPPET_BEFORE = 40
 LIKE_SNIPPET_CHARS = 120
+HUGE_ROW_CHARS = 65536
 
 
 _HIT_COLUMNS = (
@@ -34,7 +35,13 @@ _HIT_COLUMNS = (
 
 
 def _fts_sql(table: str, where: str) -> str:
-    snippet = f"snippet({table}, 0, '>>>', '<<<', '...', {SNIPPET_TOKENS})"
+    # snippet() slows down quadratically with the matches inside one row; a huge row
+    # (a 10 MB tool dump) gets a plain prefix instead of an unbounded wait.
+    snippet = (
+        f"CASE WHEN length(COALESCE(m.content, '')) + length(COALESCE(m.tool_calls, '')) > {HUGE_ROW_CHARS} "
+        f"THEN substr(m.content, 1, {LIKE_SNIPPET_CHARS}) "
+        f"ELSE snippet({table}, 0, '>>>', '<<<', '...', {SNIPPET_TOKENS}) END"
+    )
     return (
         f"SELECT {_HIT_COLUMNS.format(snippet=snippet)} FROM {table} "
         f"JOIN messages m ON m.id = {table}.rowid JOIN sessions s ON s.id = m.session_id "

@@ -36,7 +36,7 @@ def test_prefix_is_nul_then_json_colon() -> None:
 
 
 @pytest.mark.parametrize(
-    "value", [None, "", "hello", "记忆", 5, 0, 2.5, True, False, b"\x00\x01", "\x00json:[1]"]
+    "value", [None, "", "hello", "记忆", 5, 0, 2.5, True, False, b"\x00\x01"]
 )
 def test_scalars_pass_through(value: object) -> None:
     assert encode_content(value) is value
@@ -242,3 +242,23 @@ def test_encoded_content_is_valid_json_after_prefix() -> None:
 
     assert isinstance(encoded, str)
     assert json.loads(encoded.removeprefix(CONTENT_JSON_PREFIX)) == [{"type": "text", "text": "记忆"}]
+
+
+def test_a_string_that_looks_encoded_reads_back_as_the_same_string() -> None:
+    stored = encode_content("\x00json:[1, 2]")
+    assert stored == '\x00json:"\\u0000json:[1, 2]"'
+    assert decode_content(stored) == "\x00json:[1, 2]"
+
+
+@pytest.mark.parametrize("value", [float("nan"), 2**64, -(2**63) - 1])
+def test_content_sqlite_cannot_hold_is_refused(value: object) -> None:
+    with pytest.raises(ValueError):
+        encode_content(value)
+
+
+def test_content_nested_too_deeply_is_refused() -> None:
+    nested: list[object] = []
+    for _ in range(100_000):
+        nested = [nested]
+    with pytest.raises(ValueError, match="nested"):
+        encode_content(nested)
