@@ -14,6 +14,7 @@ import random
 import sqlite3
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -105,17 +106,30 @@ def ensure_schema(engine: Engine) -> SchemaState:
     """Make sure the database is at head, migrating it if needed; return the final state.
 
     A database newer than this release is used as it is, with a :class:`NewerSchemaWarning`.
+    While another process creates or migrates the file, this waits for it (up to
+    :data:`MIGRATION_LOCK_WAIT_S`) instead of failing with "database is locked".
     """
-    state = read_schema_state(engine)
-    if state.at_head:
+    state = _waiting_for_migrators(engine, lambda: read_schema_state(engine))
+    if state.at_head or state.newer:
         if state.newer:
             _warn_newer(state)
         return state
-    if state.newer:
-        _warn_newer(state)
-        return state
     upgrade(engine)
-    return read_schema_state(engine)
+    return _waiting_for_migrators(engine, lambda: read_schema_state(engine))
+
+
+def _waiting_for_migrators(engine: Engine, read: Callable[[], SchemaState]) -> SchemaState:
+    # A brand-new file being switched to WAL, or a migration in rollback-journal mode, can
+    # refuse even a reader for longer than the 1 s busy timeout.
+    deadline = time.monotonic() + MIGRATION_LOCK_WAIT_S
+    while True:
+        try:
+            return read()
+        except (sa.exc.DBAPIError, sqlite3.Error) as exc:
+            if not is_lock_error(exc) or time.monotonic() > deadline:
+                raise
+            engine.dispose()
+            time.sleep(random.uniform(0.02, 0.15))
 
 
 def _warn_newer(state: SchemaState) -> None:
