@@ -183,14 +183,21 @@ def row_by_title(db: orm.Session, title: str) -> dict[str, Any] | None:
     return rows[0] if rows else None
 
 
-def _numbered_variants(title: str) -> ColumnElement[bool]:
-    return Session.title.like(f"{escape_like(title)} #%", escape="\\")
+def _ascii_case_like(db: orm.Session, column: Any, pattern: str) -> ColumnElement[bool]:
+    """``LIKE`` that ignores case as SQLite's does (PostgreSQL's LIKE is case-sensitive)."""
+    if db.get_bind().dialect.name == "postgresql":
+        return column.ilike(pattern, escape="\\")  # type: ignore[no-any-return]
+    return column.like(pattern, escape="\\")  # type: ignore[no-any-return]
+
+
+def _numbered_variants(db: orm.Session, title: str) -> ColumnElement[bool]:
+    return _ascii_case_like(db, Session.title, f"{escape_like(title)} #%")
 
 
 def latest_numbered_variant(db: orm.Session, title: str) -> str | None:
     """Id of the most recently started session titled ``"<title> #…"``."""
     return db.execute(
-        select(Session.id).where(_numbered_variants(title)).order_by(Session.started_at.desc()).limit(1)
+        select(Session.id).where(_numbered_variants(db, title)).order_by(Session.started_at.desc()).limit(1)
     ).scalar()
 
 
@@ -201,7 +208,7 @@ def next_title_in_lineage(db: orm.Session, base_title: str) -> str:
     """``"<base> #N"`` with N one above the highest number in use, or the base if unused."""
     base, _ = split_title_number(base_title)
     titles = (
-        db.execute(select(Session.title).where((Session.title == base) | _numbered_variants(base)))
+        db.execute(select(Session.title).where((Session.title == base) | _numbered_variants(db, base)))
         .scalars()
         .all()
     )
@@ -222,7 +229,7 @@ def resolve_id_prefix(db: orm.Session, prefix: str) -> str | None:
     ids = (
         db.execute(
             select(Session.id)
-            .where(Session.id.like(f"{escape_like(prefix)}%", escape="\\"))
+            .where(_ascii_case_like(db, Session.id, f"{escape_like(prefix)}%"))
             .order_by(Session.started_at.desc())
             .limit(2)
         )

@@ -114,19 +114,15 @@ def find_hits(
         """
         params["headline"] = HEADLINE_OPTIONS
         return fetch_dicts(db, sql, params)
-    terms = _substring_terms(plan)
+    condition, terms = _substring_condition(plan, params)
     if not terms:
         return []
-    conditions = []
-    for index, term in enumerate(terms):
-        params[f"p{index}"] = like_pattern(term)
-        conditions.append(f"{INDEXED_TEXT} ILIKE :p{index} ESCAPE '\\'")
     where = _filters(filters, params)
     sql = f"""
     SELECT m.id, m.session_id, m.role, m.content AS snippet, m.timestamp, m.tool_name,
            s.source, s.model, s.started_at AS session_started
     FROM messages m JOIN sessions s ON s.id = m.session_id
-    WHERE {" AND ".join(conditions)} {where}
+    WHERE {condition} {where}
     ORDER BY m.id DESC
     LIMIT :limit OFFSET :offset
     """
@@ -136,13 +132,43 @@ def find_hits(
     return hits
 
 
-def _substring_terms(plan: SearchPlan) -> list[str]:
+def _substring_condition(plan: SearchPlan, params: dict[str, Any]) -> tuple[str, list[str]]:
+    """``ILIKE`` conditions for a like or trigram plan, and its terms in order.
+
+    A like plan needs every term. A trigram plan keeps FTS5's operators over its quoted
+    terms: ``OR`` between groups, ``NOT`` as "and not", anything else "and".
+    """
     if plan.kind == "like":
-        return list(plan.like_terms)
-    if plan.kind == "trigram" and plan.match:
-        # The trigram plan quotes each term; every quoted term must occur (AND).
-        return [t[1:-1].replace('""', '"') for t in _TOKEN.findall(plan.match) if t.startswith('"')]
-    return []
+        tokens = [_quote(term) for term in plan.like_terms]
+    elif plan.kind == "trigram" and plan.match:
+        tokens = _TOKEN.findall(plan.match)
+    else:
+        return "", []
+    terms: list[str] = []
+    groups: list[str] = []
+    clause: list[str] = []
+    negate = False
+    for token in tokens:
+        if token in _OPERATORS:
+            if token == "OR" and clause:
+                groups.append("(" + " AND ".join(clause) + ")")
+                clause = []
+            negate = token == "NOT"
+            continue
+        term = token[1:-1].replace('""', '"') if token.startswith('"') else token
+        name = f"p{len(terms)}"
+        params[name] = like_pattern(term)
+        terms.append(term)
+        test = f"{INDEXED_TEXT} ILIKE :{name} ESCAPE '\\'"
+        clause.append(f"NOT ({test})" if negate else test)
+        negate = False
+    if clause:
+        groups.append("(" + " AND ".join(clause) + ")")
+    return "(" + " OR ".join(groups) + ")", terms
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
 
 
 def substring_snippet(content: Any, term: str, marked: bool) -> str | None:

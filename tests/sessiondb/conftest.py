@@ -34,14 +34,89 @@ def fresh_db_image(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return path.read_bytes()
 
 
+BACKENDS = ["sqlite", "postgresql"]
+# Modules about the SQLite file itself (its bytes, upstream's sqlite3 reader/writer).
+SQLITE_ONLY_MODULES = {"test_file_compat.py"}
+
+
+@pytest.fixture(scope="session")
+def pg_store_url() -> Iterator[str]:
+    """One fresh PostgreSQL database, migrated once, for the whole run (tables emptied per test)."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    configured = os.environ.get("HERMES_TEST_PG_URL")
+    if not configured:
+        reason = "HERMES_TEST_PG_URL is not set: the PostgreSQL run of the SessionDB suite is skipped"
+        if os.environ.get("HERMES_TEST_REQUIRE_PG"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    admin_url = sa.make_url(configured)
+    name = f"hermes_suite_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    url = admin_url.set(database=name).render_as_string(hide_password=False)
+    SessionDB(url=url).close()
+    try:
+        yield url
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+PSYCOPG_INTEGRITY = "the driver's IntegrityError is psycopg's, not sqlite3's"
+# Behaviours that legitimately differ on PostgreSQL, each listed in docs/postgresql.md.
+POSTGRES_DIFFERENCES = {
+    "test_create_session_with_missing_parent_raises_integrity_error": PSYCOPG_INTEGRITY,
+    "test_ensure_session_with_missing_parent_raises_integrity_error": PSYCOPG_INTEGRITY,
+    "test_append_to_missing_session_raises_integrity_error": PSYCOPG_INTEGRITY,
+    "test_replace_messages_for_missing_session_raises_integrity_error": PSYCOPG_INTEGRITY,
+    "test_busy_timeout_is_one_second": "SQLite pragma",
+    "test_foreign_keys_and_wal_are_on": "SQLite pragmas",
+    "test_list_content_is_stored_behind_the_sentinel": "the sentinel is stored as U+E000 on PostgreSQL",
+    "test_dict_content_round_trips": "checks the stored SQLite sentinel byte for byte",
+    "test_bytes_content_reads_back_as_bytes": "PostgreSQL text cannot hold bytes (TypeError)",
+    "test_vacuum_reclaims_free_pages_after_a_large_delete": "SQLite page counts",
+    "test_word_search": "ts_headline snippets differ from FTS5 snippet()",
+    "test_tool_name_is_searchable": "ts_headline snippets differ from FTS5 snippet()",
+    "test_both_indexes_hold_exactly_the_live_messages": "reads the FTS5 tables",
+    "test_indexed_text_is_content_tool_name_and_tool_calls": "reads the FTS5 tables",
+    "test_prune_a_long_chain_of_many_sessions": "arranges rows with sqlite3's executemany",
+}
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backend this test runs on; SQLite-only behaviour skips PostgreSQL, with the reason."""
+    name = str(request.param)
+    if name == "postgresql":
+        if request.path.name in SQLITE_ONLY_MODULES:
+            pytest.skip("about the SQLite file format itself")
+        difference = POSTGRES_DIFFERENCES.get(request.node.originalname)
+        if difference:
+            pytest.skip(f"differs on PostgreSQL by design: {difference}")
+    return name
+
+
 @pytest.fixture
-def db(tmp_path: Path, fresh_db_image: bytes) -> Iterator[SessionDB]:
-    """A brand-new store at ``tmp_path / "state.db"``, closed at teardown."""
-    path = tmp_path / "state.db"
-    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-    with os.fdopen(fd, "wb") as file:
-        file.write(fresh_db_image)
-    store = SessionDB(path)
+def db(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[SessionDB]:
+    """A brand-new store (a SQLite file in ``tmp_path``, or emptied PostgreSQL tables)."""
+    if backend == "postgresql":
+        url = request.getfixturevalue("pg_store_url")
+        store = SessionDB(url=url)
+        connection = store._conn
+        assert connection is not None
+        connection.execute("TRUNCATE messages, sessions, state_meta RESTART IDENTITY CASCADE")
+    else:
+        image = request.getfixturevalue("fresh_db_image")
+        path = tmp_path / "state.db"
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        with os.fdopen(fd, "wb") as file:
+            file.write(image)
+        store = SessionDB(path)
     try:
         yield store
     finally:
@@ -49,8 +124,10 @@ def db(tmp_path: Path, fresh_db_image: bytes) -> Iterator[SessionDB]:
 
 
 @pytest.fixture
-def open_db(tmp_path: Path) -> Iterator[Callable[..., SessionDB]]:
+def open_db(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., SessionDB]]:
     """``open_db(path=None)``: open (another) store; every one is closed at teardown."""
+    if "backend" in request.fixturenames and request.getfixturevalue("backend") == "postgresql":
+        pytest.skip("opens SQLite files by path")
     opened: list[SessionDB] = []
 
     def _open(path: str | Path | None = None) -> SessionDB:
@@ -70,6 +147,7 @@ class RawSql:
 
     def __init__(self, store: SessionDB) -> None:
         self.store = store
+        self.postgres = store.engine.dialect.name == "postgresql"
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -77,20 +155,30 @@ class RawSql:
         assert conn is not None
         return conn
 
+    def sqlite_only(self, what: str) -> None:
+        """Skip the test on PostgreSQL: ``what`` exists only in SQLite."""
+        if self.postgres:
+            pytest.skip(f"{what} is SQLite-specific (see docs/postgresql.md)")
+
+    def _sql(self, sql: str) -> str:
+        # psycopg uses %s placeholders where sqlite3 uses ?.
+        return sql.replace("?", "%s") if self.postgres else sql
+
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
-        self.conn.execute(sql, params)
+        self.conn.execute(self._sql(sql), params)
 
     def one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        row = self.conn.execute(sql, params).fetchone()
+        row = self.conn.execute(self._sql(sql), params).fetchone()
         return None if row is None else row[0]
 
     def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        return [tuple(row) for row in self.conn.execute(sql, params).fetchall()]
+        return [tuple(row) for row in self.conn.execute(self._sql(sql), params).fetchall()]
 
     def column(self, table: str, column: str, key: Any, key_column: str = "id") -> Any:
         return self.one(f"SELECT {column} FROM {table} WHERE {key_column} = ?", (key,))
 
     def typeof(self, table: str, column: str, key: Any) -> str:
+        self.sqlite_only("typeof()")
         return str(self.one(f"SELECT typeof({column}) FROM {table} WHERE id = ?", (key,)))
 
     def set_started(self, session_id: str, started_at: float) -> None:
@@ -106,10 +194,12 @@ class RawSql:
 
     def fts_integrity_check(self) -> None:
         """FTS5's own integrity check on both indexes; raises if either is inconsistent."""
+        self.sqlite_only("FTS5")
         for table in ("messages_fts", "messages_fts_trigram"):
             self.execute(f"INSERT INTO {table}({table}, rank) VALUES('integrity-check', 1)")
 
     def fts_rowids(self, table: str, query: str) -> list[int]:
+        self.sqlite_only("FTS5")
         return [
             int(r[0])
             for r in self.rows(f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid", (query,))
