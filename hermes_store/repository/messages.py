@@ -17,7 +17,6 @@ from sqlalchemy import Integer, bindparam, delete, func, insert, orm, select, up
 from hermes_store.models import Message, Session
 from hermes_store.repository.rows import fetch_dicts
 
-MESSAGE_COLUMNS = tuple(Message.__table__.columns)
 CONVERSATION_COLUMNS = (
     Message.session_id,
     Message.role,
@@ -169,11 +168,6 @@ def conversation_rows(db: orm.Session, session_ids: Sequence[str]) -> list[dict[
         {"session_ids": list(session_ids)},
         content_keys=("content",),
     )
-
-
-def has_any(db: orm.Session, session_id: str) -> bool:
-    """Whether the session has at least one message."""
-    return db.execute(select(Message.id).where(Message.session_id == session_id).limit(1)).first() is not None
 
 
 def count(db: orm.Session, session_id: str | None = None) -> int:
