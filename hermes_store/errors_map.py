@@ -6,6 +6,7 @@ Messages change between SQLite releases and locales; ``sqlite_errorname`` does n
 from __future__ import annotations
 
 import sqlite3
+from typing import NoReturn
 
 from sqlalchemy import exc as sa_exc
 
@@ -71,6 +72,17 @@ def translate(error: BaseException, operation: str) -> BaseException:
             "linked against such a SQLite (e.g. python.org or distro builds) — stored data is intact"
         )
     return error
+
+
+def raise_translated(error: BaseException, operation: str) -> NoReturn:
+    """Raise what :func:`translate` makes of ``error``, or ``error`` itself, unchanged.
+
+    Call it inside the ``except`` block that caught ``error`` so the traceback is kept.
+    """
+    translated = translate(error, operation)
+    if translated is error:
+        raise error
+    raise translated from error
 
 
 def _message(error: BaseException) -> str:

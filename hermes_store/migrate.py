@@ -17,19 +17,21 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.engine import create_engine, write_engine
-from hermes_store.errors_map import is_lock_error, translate
+from hermes_store.errors_map import is_lock_error, raise_translated
 from hermes_store.legacy import HEAD_REVISION, HEAD_VERSION, REVISIONS, NewerSchemaWarning
 
 if TYPE_CHECKING:
     from alembic.config import Config
     from sqlalchemy.engine import URL
 
+
+T = TypeVar("T")
 
 MIGRATION_LOCK_WAIT_S = 120.0
 """How long an opener waits for another process's migration before giving up."""
@@ -76,17 +78,14 @@ def read_schema_state(engine: Engine) -> SchemaState:
 
 def _raise_if_not_missing_table(exc: sa.exc.DatabaseError) -> None:
     if "no such table" not in str(exc.orig):
-        raise translate(exc, "reading the schema version") from exc
+        raise_translated(exc, "reading the schema version")
 
 
 def _read_state_table_by_table(engine: Engine) -> SchemaState:
     try:
         return _inspect_state_tables(engine)
     except sa.exc.DBAPIError as exc:
-        translated = translate(exc, "reading the schema version")
-        if translated is exc:
-            raise
-        raise translated from exc
+        raise_translated(exc, "reading the schema version")
 
 
 def _inspect_state_tables(engine: Engine) -> SchemaState:
@@ -109,26 +108,37 @@ def ensure_schema(engine: Engine) -> SchemaState:
     While another process creates or migrates the file, this waits for it (up to
     :data:`MIGRATION_LOCK_WAIT_S`) instead of failing with "database is locked".
     """
-    state = _waiting_for_migrators(engine, lambda: read_schema_state(engine))
+
+    # A brand-new file being switched to WAL, or a migration in rollback-journal mode, can
+    # refuse even a reader for longer than the 1 s busy timeout.
+    def read() -> SchemaState:
+        return read_schema_state(engine)
+
+    state = _waiting_out_other_migrators(read, "reading the schema version", engine.dispose)
     if state.at_head or state.newer:
         if state.newer:
             _warn_newer(state)
         return state
     upgrade(engine)
-    return _waiting_for_migrators(engine, lambda: read_schema_state(engine))
+    return _waiting_out_other_migrators(read, "reading the schema version", engine.dispose)
 
 
-def _waiting_for_migrators(engine: Engine, read: Callable[[], SchemaState]) -> SchemaState:
-    # A brand-new file being switched to WAL, or a migration in rollback-journal mode, can
-    # refuse even a reader for longer than the 1 s busy timeout.
+def _waiting_out_other_migrators(
+    work: Callable[[], T], operation: str, before_retry: Callable[[], None] = lambda: None
+) -> T:
+    """Run ``work``; while another process holds the database for a migration, retry it.
+
+    Lock errors are retried with 20–150 ms jitter for up to :data:`MIGRATION_LOCK_WAIT_S`;
+    anything else (and a lock still held after that) is raised, translated.
+    """
     deadline = time.monotonic() + MIGRATION_LOCK_WAIT_S
     while True:
         try:
-            return read()
+            return work()
         except (sa.exc.DBAPIError, sqlite3.Error) as exc:
             if not is_lock_error(exc) or time.monotonic() > deadline:
-                raise
-            engine.dispose()
+                raise_translated(exc, operation)
+            before_retry()
             time.sleep(random.uniform(0.02, 0.15))
 
 
@@ -192,24 +202,16 @@ def _run_alembic(target: Engine | str | os.PathLike[str] | None, verb: str, revi
     from alembic import command
 
     engine, owned = _as_engine(target)
-    deadline = time.monotonic() + MIGRATION_LOCK_WAIT_S
+
+    def run() -> None:
+        # One transaction: if another process is migrating (a large backfill can outlast
+        # the 1 s busy timeout), everything rolls back and the retry re-checks the state.
+        with write_engine(engine).connect() as connection, connection.begin():
+            _locked_write(connection)
+            getattr(command, verb)(alembic_config(connection=connection), revision)
+
     try:
-        while True:
-            try:
-                with write_engine(engine).connect() as connection, connection.begin():
-                    _locked_write(connection)
-                    getattr(command, verb)(alembic_config(connection=connection), revision)
-                return
-            except (sa.exc.DBAPIError, sqlite3.Error) as exc:
-                # Another process is migrating (a large backfill can outlast the 1 s busy
-                # timeout). Everything rolled back; wait our turn, then re-check the state.
-                if is_lock_error(exc) and time.monotonic() <= deadline:
-                    time.sleep(random.uniform(0.02, 0.15))
-                    continue
-                translated = translate(exc, f"running the schema {verb}")
-                if translated is exc:
-                    raise
-                raise translated from exc
+        _waiting_out_other_migrators(run, f"running the schema {verb}")
     finally:
         if owned:
             engine.dispose()

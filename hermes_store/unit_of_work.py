@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.engine import write_engine
 from hermes_store.errors import WriteConflict
-from hermes_store.errors_map import is_retryable_conflict, translate
+from hermes_store.errors_map import is_retryable_conflict, raise_translated
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +92,7 @@ class UnitOfWork:
                     result = self._attempt(work)
                 except _DRIVER_ERRORS as exc:
                     if not is_retryable_conflict(exc):
-                        translated = translate(exc, operation)
-                        if translated is exc:
-                            raise
-                        raise translated from exc
+                        raise_translated(exc, operation)
                     last_error = exc
                 else:
                     self._count_success()
@@ -138,10 +135,7 @@ class UnitOfWork:
         try:
             yield session
         except _DRIVER_ERRORS as exc:
-            translated = translate(exc, "reading")
-            if translated is exc:
-                raise
-            raise translated from exc
+            raise_translated(exc, "reading")
         finally:
             # close() ends the transaction and returns the connection to the pool; the
             # emptied session object is kept for the next read (cheaper than a new one).

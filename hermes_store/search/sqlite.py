@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import orm
 
-from hermes_store.errors_map import is_lock_error, is_missing_search_capability, translate
+from hermes_store.errors_map import is_lock_error, is_missing_search_capability, raise_translated
 from hermes_store.repository.rows import fetch_dicts
 from hermes_store.search.engine import SearchFilters
 from hermes_store.search.plan import SearchPlan, like_pattern
@@ -86,7 +86,7 @@ def find_hits(
         return fetch_dicts(db, sql, params)
     except sqlite3.OperationalError as exc:
         if is_missing_search_capability(exc):
-            raise translate(exc, "searching") from exc
+            raise_translated(exc, "searching")
         if is_lock_error(exc) or plan.kind == "like":
             raise
         # The sanitiser should make this unreachable; a query FTS5 still rejects finds nothing.
