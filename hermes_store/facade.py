@@ -559,10 +559,9 @@ class SessionDB:
         """Every session (most recently active first) with its ``"messages"``, one snapshot."""
 
         def work(db: orm.Session) -> list[dict[str, Any]]:
-            return [
-                {**row, "messages": _decoded_messages(messages.rows_for(db, row["id"]))}
-                for row in listing.by_last_active(db, source, 100000, 0)
-            ]
+            rows = listing.by_last_active(db, source, 100000, 0)
+            by_session = messages.rows_by_session(db, source)
+            return [{**row, "messages": _decoded_messages(by_session.get(row["id"], []))} for row in rows]
 
         return self._read(work)
 
