@@ -58,7 +58,9 @@ def translate(error: BaseException, operation: str) -> BaseException:
             f"the disk holding the database is full while {operation} ({name}); free space "
             "and retry — nothing already committed was lost"
         )
-    if name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB":
+    # Python's sqlite3 (not SQLite) reports text it cannot decode; in a store that only
+    # ever writes UTF-8 that means damaged pages.
+    if name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB" or _is_undecodable_text(error):
         return CorruptDatabase(
             f"the database file is damaged or not a SQLite database while {operation} ({name}); "
             "restore a backup or run 'hermes-store doctor'"
@@ -83,6 +85,10 @@ def raise_translated(error: BaseException, operation: str) -> NoReturn:
     if translated is error:
         raise error
     raise translated from error
+
+
+def _is_undecodable_text(error: BaseException) -> bool:
+    return "Could not decode to UTF-8" in _message(error)
 
 
 def _message(error: BaseException) -> str:
