@@ -49,3 +49,44 @@ def run_alembic(
             f"--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
         )
     return result
+
+
+# upstream-behaviour §8.1: the sanitiser's example table, as upstream's outputs. Shared by
+# the unit tests of the function and the SessionDB behavioural tests of its static method.
+UPSTREAM_SANITIZER_ROWS = [
+    ("hello world", "hello world"),
+    ("C++", "C"),
+    ('"unterminated', "unterminated"),
+    ("(problem", "problem"),
+    ("{test}", "test"),
+    ("x^y", "x y"),
+    ("hello AND", "hello"),
+    ("OR world", "world"),
+    ("NOT hello", "hello"),
+    ("AND hello AND", "hello"),
+    ("OR", ""),
+    ("AND", ""),
+    ("NOT", ""),
+    ("***", ""),
+    ("***foo", "foo"),
+    ("foo***", "foo*"),
+    ("foo **bar", "foo bar"),
+    ("deploy*", "deploy*"),
+    ("chat-send", '"chat-send"'),
+    ("docker-compose-up", '"docker-compose-up"'),
+    ('"chat-send"', '"chat-send"'),
+    ('"my chat-send thing"', '"my chat-send thing"'),
+    ("P2.2", '"P2.2"'),
+    ("simulate.p2.test.ts", '"simulate.p2.test.ts"'),
+    ("my-app.config.ts", '"my-app.config.ts"'),
+    ("sp_new", '"sp_new"'),
+    ("a_b_c", '"a_b_c"'),
+    ("my.app_config.ts", '"my.app_config.ts"'),
+    ("sp_new and 血管瘤", '"sp_new" and 血管瘤'),
+    ("P2.2 OR simulate.p2", '"P2.2" OR "simulate.p2"'),
+    ("foo.bar*", '"foo.bar"*'),
+    ('"a" "b', '"a"  b'),
+    # Upstream-behaviour §8.1 prose: lower-case operators at the ends count too.
+    ("hello and", "hello"),
+    ("__init__", '"__init__"'),
+]

@@ -7,6 +7,7 @@ import json
 import sqlite3
 
 import pytest
+from support import UPSTREAM_SANITIZER_ROWS
 
 from hermes_store import SessionDB
 
@@ -30,41 +31,7 @@ def hit_ids(hits):
 
 # --- the sanitiser, upstream's example table (upstream-behaviour §8.1) -----------------------------
 
-SANITIZER_TABLE = [
-    ("hello world", "hello world"),
-    ("C++", "C"),
-    ('"unterminated', "unterminated"),
-    ("(problem", "problem"),
-    ("{test}", "test"),
-    ("x^y", "x y"),
-    ("hello AND", "hello"),
-    ("hello and", "hello"),
-    ("OR world", "world"),
-    ("NOT hello", "hello"),
-    ("AND hello AND", "hello"),
-    ("OR", ""),
-    ("AND", ""),
-    ("NOT", ""),
-    ("***", ""),
-    ("***foo", "foo"),
-    ("foo***", "foo*"),
-    ("foo **bar", "foo bar"),
-    ("deploy*", "deploy*"),
-    ("chat-send", '"chat-send"'),
-    ("docker-compose-up", '"docker-compose-up"'),
-    ('"chat-send"', '"chat-send"'),
-    ('"my chat-send thing"', '"my chat-send thing"'),
-    ("P2.2", '"P2.2"'),
-    ("simulate.p2.test.ts", '"simulate.p2.test.ts"'),
-    ("my-app.config.ts", '"my-app.config.ts"'),
-    ("sp_new", '"sp_new"'),
-    ("a_b_c", '"a_b_c"'),
-    ("my.app_config.ts", '"my.app_config.ts"'),
-    ("sp_new and 血管瘤", '"sp_new" and 血管瘤'),
-    ("P2.2 OR simulate.p2", '"P2.2" OR "simulate.p2"'),
-    ("foo.bar*", '"foo.bar"*'),
-    ('"a" "b', '"a"  b'),
-]
+SANITIZER_TABLE = UPSTREAM_SANITIZER_ROWS
 
 
 @pytest.mark.parametrize(("query", "expected"), SANITIZER_TABLE)

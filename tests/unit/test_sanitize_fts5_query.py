@@ -14,46 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_store.search.sanitize import sanitize_fts5_query
-
 # Upstream-behaviour §8.1, rows whose upstream output FTS5 accepts: kept byte for byte.
-UPSTREAM_ROWS = [
-    ("hello world", "hello world"),
-    ("C++", "C"),
-    ('"unterminated', "unterminated"),
-    ("(problem", "problem"),
-    ("{test}", "test"),
-    ("x^y", "x y"),
-    ("hello AND", "hello"),
-    ("OR world", "world"),
-    ("NOT hello", "hello"),
-    ("AND hello AND", "hello"),
-    ("OR", ""),
-    ("AND", ""),
-    ("NOT", ""),
-    ("***", ""),
-    ("***foo", "foo"),
-    ("foo***", "foo*"),
-    ("foo **bar", "foo bar"),
-    ("deploy*", "deploy*"),
-    ("chat-send", '"chat-send"'),
-    ("docker-compose-up", '"docker-compose-up"'),
-    ('"chat-send"', '"chat-send"'),
-    ('"my chat-send thing"', '"my chat-send thing"'),
-    ("P2.2", '"P2.2"'),
-    ("simulate.p2.test.ts", '"simulate.p2.test.ts"'),
-    ("my-app.config.ts", '"my-app.config.ts"'),
-    ("sp_new", '"sp_new"'),
-    ("a_b_c", '"a_b_c"'),
-    ("my.app_config.ts", '"my.app_config.ts"'),
-    ("sp_new and 血管瘤", '"sp_new" and 血管瘤'),
-    ("P2.2 OR simulate.p2", '"P2.2" OR "simulate.p2"'),
-    ("foo.bar*", '"foo.bar"*'),
-    ('"a" "b', '"a"  b'),
-    # Upstream-behaviour §8.1 prose: lower-case operators at the ends count too.
-    ("hello and", "hello"),
-    ("__init__", '"__init__"'),
-]
+from support import UPSTREAM_SANITIZER_ROWS as UPSTREAM_ROWS
+
+from hermes_store.search.sanitize import sanitize_fts5_query
 
 # Rows whose upstream output FTS5 rejects: (query, upstream output, our output, a message
 # the query must find). The first four are contract §4.2. Upstream's outputs for "a-b-"
