@@ -29,6 +29,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 
 from hermes_store.errors import UnsafePath
 from hermes_store.paths import default_db_path
+from hermes_store.urls import sync_driver_url
 
 STORE_URL_VARIABLE = "HERMES_STORE_URL"
 BUSY_TIMEOUT_S = 1.0
@@ -48,17 +49,20 @@ def resolve_url(target: str | os.PathLike[str] | URL | None = None) -> URL:
 
     ``None`` means the default store: ``$HERMES_STORE_URL`` if set, else the file
     ``$HERMES_HOME/state.db`` (``~/.hermes/state.db``), resolved now. A string containing
-    ``://`` is a URL; anything else is a filesystem path.
+    ``://`` is a URL; anything else is a filesystem path. An asyncio driver in the URL
+    (``sqlite+aiosqlite``, ``postgresql+asyncpg``, ``postgresql+psycopg_async``) becomes
+    the sync driver for the same database, so a service's one URL serves this sync
+    engine, Alembic and the CLI too.
     """
     if isinstance(target, URL):
-        return target
+        return sync_driver_url(target)
     if target is None:
         configured = os.environ.get(STORE_URL_VARIABLE, "").strip()
         if configured:
             return resolve_url(configured)
         return _sqlite_url(default_db_path())
     if isinstance(target, str) and "://" in target:
-        return make_url(target)
+        return sync_driver_url(make_url(target))
     return _sqlite_url(Path(target))
 
 
@@ -154,25 +158,15 @@ def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
         prepare_sqlite_file(path)
     connect_args = {**_connect_args_for_sqlite(), **engine_kwargs.pop("connect_args", {})}
     engine = sa.create_engine(url, connect_args=connect_args, **engine_kwargs)
-    journal = _JournalModeState()
+    journal = JournalModeState()
 
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Hand transaction control to SQLAlchemy's begin event (pysqlite recipe).
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        try:
-            journal.apply(cursor, path)
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
-            # Without this, REPLACE-style deletes skip the FTS delete triggers.
-            cursor.execute("PRAGMA recursive_triggers=ON")
-        finally:
-            cursor.close()
+        configure_sqlite_connection(dbapi_connection, journal, path)
 
     @sa.event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
-        statement = "BEGIN IMMEDIATE" if connection.get_execution_options().get(_WRITE_OPTION) else "BEGIN"
+        statement = begin_statement(connection)
         try:
             # Straight to the driver: this runs once per transaction, on the hot path.
             connection.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
@@ -182,17 +176,45 @@ def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
     return engine
 
 
-class _JournalModeState:
+def configure_sqlite_connection(dbapi_connection: Any, journal: JournalModeState, path: Path | None) -> None:
+    """Per-connection set-up: WAL (or the DELETE fallback), foreign keys, busy timeout.
+
+    ``dbapi_connection`` is a sqlite3 connection or SQLAlchemy's adapted aiosqlite one
+    (both offer the same synchronous cursor API inside SQLAlchemy's event hooks).
+    """
+    # Hand transaction control to SQLAlchemy's begin event (pysqlite recipe).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        journal.apply(cursor, path)
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        # Without this, REPLACE-style deletes skip the FTS delete triggers.
+        cursor.execute("PRAGMA recursive_triggers=ON")
+    finally:
+        cursor.close()
+
+
+def begin_statement(connection: sa.Connection) -> str:
+    """``BEGIN IMMEDIATE`` on a :func:`write_engine` connection, else ``BEGIN`` (SQLite)."""
+    return "BEGIN IMMEDIATE" if connection.get_execution_options().get(_WRITE_OPTION) else "BEGIN"
+
+
+class JournalModeState:
     """Turns WAL on for each connection, warning once per engine if it must fall back."""
 
     def __init__(self) -> None:
         self.warned = False
 
-    def apply(self, cursor: sqlite3.Cursor, path: Path | None) -> None:
+    def apply(self, cursor: Any, path: Path | None) -> None:
+        """Turn WAL on through ``cursor`` (a DB-API cursor), else fall back to DELETE."""
         if path is None:
             return
         try:
-            row = cursor.execute("PRAGMA journal_mode=WAL").fetchone()
+            # fetchone() on the cursor, not on execute()'s result: adapted async cursors
+            # return the driver's awaitable cursor from execute().
+            cursor.execute("PRAGMA journal_mode=WAL")
+            row = cursor.fetchone()
             mode = str(row[0]).lower() if row else ""
         except sqlite3.OperationalError as exc:
             # Lock contention and storage failures (full disk, I/O) are real errors, not a

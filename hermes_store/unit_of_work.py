@@ -99,8 +99,12 @@ class UnitOfWork:
                     return result
             if attempt < self.max_attempts:
                 self.retry_count += 1
-                time.sleep(random.uniform(self.retry_min_s, self.retry_max_s))
+                self._pause(random.uniform(self.retry_min_s, self.retry_max_s))
         raise WriteConflict(operation, self.max_attempts, last_error)
+
+    def _pause(self, seconds: float) -> None:
+        """Wait between attempts (the asyncio unit of work waits without blocking its loop)."""
+        time.sleep(seconds)
 
     def _attempt(self, work: Callable[[orm.Session], T]) -> T:
         """One try: BEGIN (IMMEDIATE on SQLite), run ``work``, COMMIT; roll back on error."""

@@ -1,0 +1,11 @@
+"""hermes_store for asyncio services: :class:`AsyncSessionDB` and :class:`AsyncUnitOfWork`.
+
+Needs the ``async`` extra (``pip install 'hermes-store[async]'``): aiosqlite and
+SQLAlchemy's greenlet support; PostgreSQL uses psycopg's async mode (``[postgres]``).
+"""
+
+from hermes_store.aio.engine import create_async_engine, resolve_async_url
+from hermes_store.aio.session_db import AsyncSessionDB
+from hermes_store.aio.unit_of_work import AsyncUnitOfWork
+
+__all__ = ["AsyncSessionDB", "AsyncUnitOfWork", "create_async_engine", "resolve_async_url"]

@@ -1,0 +1,50 @@
+"""Calls that run to completion even when the task awaiting them is cancelled.
+
+A store call runs in a task of its own; the caller awaits it through
+:func:`asyncio.shield`. Cancelling the caller stops the *waiting* at once (the caller
+sees ``CancelledError``) but never the call: a write that has been started is carried
+out whole (committed, or rolled back on its own error), never stopped half-way, and
+the connection it holds is left clean. ``drain()`` waits for every call still running,
+which ``close()`` does before it releases the connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class CompletionGroup:
+    """The store's calls in flight, each shielded from its caller's cancellation."""
+
+    def __init__(self) -> None:
+        self._running: set[asyncio.Task[Any]] = set()
+
+    async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` in its own task; return its result or raise its error."""
+        task = asyncio.ensure_future(coroutine)
+        self._running.add(task)
+        task.add_done_callback(self._finished)
+        return await asyncio.shield(task)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._running.discard(task)
+        if task.cancelled():
+            return
+        error = task.exception()  # retrieved, so asyncio never reports it as lost
+        if error is not None:
+            log.debug("a store call finished with %r", error)
+
+    async def drain(self) -> None:
+        """Wait until every call started so far has finished (errors are its callers')."""
+        while self._running:
+            await asyncio.wait(list(self._running))
+
+    def __len__(self) -> int:
+        return len(self._running)
