@@ -25,7 +25,9 @@ def vacuum(engine: Engine) -> None:
                 log.debug("WAL truncate skipped: %s", exc)
             cursor.execute("VACUUM")
         else:
-            driver = raw.driver_connection
+            # The DB-API connection, not the driver's: SQLAlchemy's adapted async
+            # connection offers the same synchronous autocommit switch.
+            driver = raw.dbapi_connection
             previous = getattr(driver, "autocommit", None)
             driver.autocommit = True  # type: ignore[union-attr]
             try:

@@ -18,6 +18,8 @@ import pytest
 
 from hermes_store import SessionDB
 
+from async_proxy import BlockingAsyncSessionDB
+
 
 @pytest.fixture(scope="session")
 def fresh_db_image(tmp_path_factory: pytest.TempPathFactory) -> bytes:
@@ -101,12 +103,28 @@ def backend(request: pytest.FixtureRequest) -> str:
     return name
 
 
+APIS = ["sync", "async"]
+
+
+@pytest.fixture(params=APIS)
+def api(request: pytest.FixtureRequest) -> str:
+    """Which API the test drives: ``SessionDB``, or ``AsyncSessionDB`` through a blocking proxy."""
+    return str(request.param)
+
+
+def open_store(api: str, target: str | Path) -> SessionDB:
+    """A ``SessionDB``, or an ``AsyncSessionDB`` that looks like one (see ``async_proxy``)."""
+    if api == "async":
+        return BlockingAsyncSessionDB(target)  # type: ignore[return-value]
+    return SessionDB(target)
+
+
 @pytest.fixture
-def db(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator[SessionDB]:
+def db(request: pytest.FixtureRequest, backend: str, api: str, tmp_path: Path) -> Iterator[SessionDB]:
     """A brand-new store (a SQLite file in ``tmp_path``, or emptied PostgreSQL tables)."""
     if backend == "postgresql":
         url = request.getfixturevalue("pg_store_url")
-        store = SessionDB(url=url)
+        store = open_store(api, url)
         connection = store._conn
         assert connection is not None
         connection.execute("TRUNCATE messages, sessions, state_meta RESTART IDENTITY CASCADE")
@@ -116,7 +134,7 @@ def db(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
         with os.fdopen(fd, "wb") as file:
             file.write(image)
-        store = SessionDB(path)
+        store = open_store(api, path)
     try:
         yield store
     finally:
@@ -124,14 +142,14 @@ def db(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> Iterator
 
 
 @pytest.fixture
-def open_db(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., SessionDB]]:
-    """``open_db(path=None)``: open (another) store; every one is closed at teardown."""
+def open_db(tmp_path: Path, request: pytest.FixtureRequest, api: str) -> Iterator[Callable[..., SessionDB]]:
+    """``open_db(path=None)``: open (another) store of the test's API; all closed at teardown."""
     if "backend" in request.fixturenames and request.getfixturevalue("backend") == "postgresql":
         pytest.skip("opens SQLite files by path")
     opened: list[SessionDB] = []
 
     def _open(path: str | Path | None = None) -> SessionDB:
-        store = SessionDB(tmp_path / "state.db" if path is None else path)
+        store = open_store(api, tmp_path / "state.db" if path is None else path)
         opened.append(store)
         return store
 
