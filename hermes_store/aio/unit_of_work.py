@@ -14,7 +14,6 @@ Every call runs to completion even if the awaiting task is cancelled (see
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -45,22 +44,10 @@ class LoopUnitOfWork(UnitOfWork):
     def _pause(self, seconds: float) -> None:
         pause(seconds)
 
-    def _attempt(self, work: Callable[[orm.Session], T]) -> T:
-        try:
-            return super()._attempt(work)
-        except asyncio.CancelledError:
-            # Cancelled inside the transaction (the call's own task was cancelled, e.g. at
-            # loop shutdown): the driver's worker may still finish a BEGIN or COMMIT we no
-            # longer wait for, so the connection's state is unknown. Discard it; closing a
-            # SQLite connection rolls back whatever it had begun and frees the write lock.
-            self._discard_write_connection()
-            raise
-
-    def _discard_write_connection(self) -> None:
-        connection, self._write_connection = self._write_connection, None
-        if connection is not None:
-            connection.invalidate()
-            connection.close()
+    # Cancellation inside an attempt (only when the call's own task is cancelled, e.g. at
+    # loop shutdown) needs nothing extra: SQLAlchemy invalidates a connection whose
+    # statement was interrupted by CancelledError, and the sync attempt then closes and
+    # drops it — closing a SQLite connection rolls back whatever it had begun.
 
 
 class AsyncUnitOfWork:

@@ -38,3 +38,50 @@ def store_path(tmp_path: Path) -> Path:
     path = tmp_path / "state.db"
     SessionDB(path).close()
     return path
+
+
+@pytest.fixture(scope="session")
+def aio_pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database at head for the asyncio tests (dropped afterwards)."""
+    import os
+    import uuid
+
+    import sqlalchemy as sa
+
+    configured = os.environ.get("HERMES_TEST_PG_URL")
+    if not configured:
+        reason = "HERMES_TEST_PG_URL is not set: the PostgreSQL asyncio tests are skipped"
+        if os.environ.get("HERMES_TEST_REQUIRE_PG"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    admin_url = sa.make_url(configured)
+    name = f"hermes_aio_{uuid.uuid4().hex[:10]}"
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    url = admin_url.set(database=name).render_as_string(hide_password=False)
+    SessionDB(url=url).close()
+    try:
+        yield url
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store on each backend: a SQLite file, or emptied PostgreSQL tables."""
+    if request.param == "sqlite":
+        path = tmp_path / "state.db"
+        SessionDB(path).close()
+        return f"sqlite:///{path}"
+    url = str(request.getfixturevalue("aio_pg_url"))
+    store = SessionDB(url=url)
+    try:
+        connection = store._conn
+        assert connection is not None
+        connection.execute("TRUNCATE messages, sessions, state_meta RESTART IDENTITY CASCADE")
+    finally:
+        store.close()
+    return url
