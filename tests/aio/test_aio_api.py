@@ -1,0 +1,181 @@
+"""``AsyncSessionDB``'s shape and its write contract on SQLite (contract §5, §7).
+
+Behaviour method by method is the SessionDB behavioural suite's job (it runs against
+both APIs); this module checks what is specific to the async store: the same signatures
+as coroutines, opening and closing, the connection policy of the asyncio engine (WAL or
+the DELETE fallback, busy timeout, foreign keys, 0600 files, checkpoint on close), and
+the retry budget and ``WriteConflict`` of the async unit of work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import stat
+import warnings
+from pathlib import Path
+
+import pytest
+from aio_support import Processes
+from sqlalchemy import event, orm, text
+
+from hermes_store import SessionDB
+from hermes_store.aio import AsyncSessionDB, AsyncUnitOfWork, create_async_engine
+from hermes_store.engine import JournalModeWarning
+from hermes_store.errors import WriteConflict
+
+
+def _public_methods(cls: type) -> dict[str, object]:
+    return {
+        name: member
+        for name, member in inspect.getmembers(cls, inspect.isfunction)
+        if not name.startswith("_") and name != "sanitize_title"
+    }
+
+
+def test_every_sessiondb_method_is_a_coroutine_with_the_same_signature() -> None:
+    sync_methods = _public_methods(SessionDB)
+    async_methods = _public_methods(AsyncSessionDB)
+    assert set(sync_methods) <= set(async_methods)
+    assert set(async_methods) - set(sync_methods) == {"open"}
+    for name, method in sync_methods.items():
+        counterpart = async_methods[name]
+        assert inspect.iscoroutinefunction(counterpart), name
+        assert inspect.signature(counterpart) == inspect.signature(method), name  # type: ignore[arg-type]
+    assert AsyncSessionDB.MAX_TITLE_LENGTH == SessionDB.MAX_TITLE_LENGTH
+    assert AsyncSessionDB.sanitize_title("  a  title ") == SessionDB.sanitize_title("  a  title ")
+
+
+def test_open_close_and_async_with(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        db = AsyncSessionDB(tmp_path / "state.db")
+        assert db.db_path == tmp_path / "state.db"
+        await db.create_session("lazy", "cli")  # the first call opens the store
+        await db.close()
+        await db.close()  # harmless twice
+        with pytest.raises(RuntimeError, match="closed"):
+            await db.get_session("lazy")
+        async with AsyncSessionDB(url=f"sqlite+aiosqlite:///{tmp_path / 'state.db'}") as again:
+            assert (await again.get_session("lazy"))["source"] == "cli"
+
+    asyncio.run(scenario())
+
+
+def test_files_are_owner_only_and_the_wal_is_checkpointed_on_close(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "state.db"
+
+    async def scenario() -> None:
+        async with AsyncSessionDB(path) as db:
+            await db.create_session("s", "cli")
+            await db.append_message("s", "user", "private")
+            for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                assert stat.S_IMODE(file.stat().st_mode) == 0o600, file
+
+    previous = os.umask(0o022)
+    try:
+        asyncio.run(scenario())
+    finally:
+        os.umask(previous)
+    assert not Path(f"{path}-wal").exists()
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+def test_the_asyncio_engine_sets_wal_busy_timeout_and_foreign_keys(store_path: Path) -> None:
+    async def scenario() -> tuple[object, ...]:
+        engine = create_async_engine(store_path)
+        try:
+            async with engine.connect() as connection:
+                pragmas = ("journal_mode", "busy_timeout", "foreign_keys", "recursive_triggers")
+                return tuple([(await connection.exec_driver_sql(f"PRAGMA {p}")).scalar() for p in pragmas])
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(scenario()) == ("wal", 1000, 1, 1)
+
+
+def test_without_wal_the_async_store_falls_back_to_delete(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+
+    async def scenario() -> str:
+        async with AsyncSessionDB(url=f"sqlite+aiosqlite:///file:{path}?vfs=unix-dotfile&uri=true") as db:
+            await db.create_session("s", "cli")
+            await db.append_message("s", "user", "stored without WAL")
+            assert [hit["id"] for hit in await db.search_messages("stored")] == [1]
+            async with db.engine.connect() as connection:
+                return str((await connection.exec_driver_sql("PRAGMA journal_mode")).scalar())
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert asyncio.run(scenario()) == "delete"
+    assert any(issubclass(w.category, JournalModeWarning) for w in caught)
+
+
+def test_writes_begin_immediate_and_every_statement_reaches_cursor_events(store_path: Path) -> None:
+    seen: list[str] = []
+
+    async def scenario() -> None:
+        async with AsyncSessionDB(store_path) as db:
+            event.listen(db.engine.sync_engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
+            await db.create_session("s", "cli")
+            await db.append_message("s", "user", "seen by events")
+            await db.search_messages("events")
+
+    asyncio.run(scenario())
+    assert "BEGIN IMMEDIATE" in seen
+    assert any(s.lstrip().upper().startswith("INSERT INTO MESSAGES") for s in seen), seen
+    assert any("messages_fts" in s for s in seen), seen
+
+
+def test_a_lock_held_past_the_attempt_budget_raises_write_conflict(
+    store_path: Path, processes: Processes
+) -> None:
+    holder = processes.spawn("hold_lock", path=str(store_path), seconds=30)
+    processes.expect(holder, "locked")
+
+    async def scenario() -> tuple[int, int]:
+        engine = create_async_engine(store_path)
+        uow = AsyncUnitOfWork(engine, max_attempts=2, retry_min_s=0.01, retry_max_s=0.02)
+        try:
+
+            def work(session: orm.Session) -> None:
+                session.execute(text("INSERT INTO state_meta(key, value) VALUES ('k', 'v')"))
+
+            with pytest.raises(WriteConflict) as raised:
+                await uow.write(work, "setting metadata")
+            assert "setting metadata" in str(raised.value)
+            return uow.retry_count, uow.write_count
+        finally:
+            await uow.close()
+
+    assert asyncio.run(scenario()) == (1, 0)
+
+
+def test_the_async_unit_of_work_commits_reads_and_rolls_back(store_path: Path) -> None:
+    async def scenario() -> tuple[object, object, int]:
+        uow = AsyncUnitOfWork(create_async_engine(store_path))
+        try:
+
+            def put(session: orm.Session) -> int:
+                session.execute(text("INSERT INTO state_meta(key, value) VALUES ('kept', '1')"))
+                return 7
+
+            def half(session: orm.Session) -> None:
+                session.execute(text("INSERT INTO state_meta(key, value) VALUES ('half', '1')"))
+                raise ValueError("boom")
+
+            assert await uow.write(put, "writing") == 7
+            with pytest.raises(ValueError, match="boom"):
+                await uow.write(half, "writing")
+            await uow.checkpoint()
+
+            def get(key: str) -> object:
+                return lambda s: s.execute(
+                    text("SELECT value FROM state_meta WHERE key = :k"), {"k": key}
+                ).scalar()
+
+            return await uow.read(get("kept")), await uow.read(get("half")), uow.write_count
+        finally:
+            await uow.close()
+
+    assert asyncio.run(scenario()) == ("1", None, 1)
