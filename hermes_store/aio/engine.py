@@ -17,6 +17,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.ext.asyncio import create_async_engine as sa_create_async_engine
 
+from hermes_store.aio.driver import one_hop_dbapi
 from hermes_store.engine import (
     BUSY_TIMEOUT_S,
     JournalModeState,
@@ -58,6 +59,7 @@ def create_async_engine(
     if path is not None:
         prepare_sqlite_file(path)
     connect_args = {"timeout": BUSY_TIMEOUT_S, **engine_kwargs.pop("connect_args", {})}
+    engine_kwargs.setdefault("module", one_hop_dbapi())
     engine = sa_create_async_engine(url, connect_args=connect_args, **engine_kwargs)
     journal = JournalModeState()
 
