@@ -33,6 +33,8 @@ from hermes_store.paths import default_db_path
 STORE_URL_VARIABLE = "HERMES_STORE_URL"
 BUSY_TIMEOUT_S = 1.0
 _WRITE_OPTION = "hermes_store_write"
+NO_BEGIN_OPTION = "hermes_store_no_begin"
+"""Execution option: leave SQLite in autocommit mode (for VACUUM and checkpoints)."""
 FILE_MODE = 0o600
 _SIDECARS = ("-wal", "-shm", "-journal")
 _NOT_A_WAL_REFUSAL = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY")
@@ -172,12 +174,11 @@ def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
 
     @sa.event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
-        statement = "BEGIN IMMEDIATE" if connection.get_execution_options().get(_WRITE_OPTION) else "BEGIN"
-        try:
-            # Straight to the driver: this runs once per transaction, on the hot path.
-            connection.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
-        except sqlite3.Error as exc:
-            raise sa.exc.OperationalError(statement, None, exc) from exc
+        options = connection.get_execution_options()
+        if options.get(NO_BEGIN_OPTION):
+            return
+        # Through SQLAlchemy (its documented pysqlite recipe), so events see BEGIN too.
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(_WRITE_OPTION) else "BEGIN")
 
     return engine
 
