@@ -34,6 +34,8 @@ from hermes_store.urls import sync_driver_url
 STORE_URL_VARIABLE = "HERMES_STORE_URL"
 BUSY_TIMEOUT_S = 1.0
 _WRITE_OPTION = "hermes_store_write"
+NO_BEGIN_OPTION = "hermes_store_no_begin"
+"""Execution option: leave SQLite in autocommit mode (for VACUUM and checkpoints)."""
 FILE_MODE = 0o600
 _SIDECARS = ("-wal", "-shm", "-journal")
 _NOT_A_WAL_REFUSAL = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY")
@@ -158,6 +160,17 @@ def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
         prepare_sqlite_file(path)
     connect_args = {**_connect_args_for_sqlite(), **engine_kwargs.pop("connect_args", {})}
     engine = sa.create_engine(url, connect_args=connect_args, **engine_kwargs)
+    install_sqlite_hooks(engine, path)
+    return engine
+
+
+def install_sqlite_hooks(engine: Engine, path: Path | None) -> None:
+    """The per-connection pragmas and our own ``BEGIN`` on a SQLite engine.
+
+    Shared by the sync engine and the asyncio one (``AsyncEngine.sync_engine``): both run
+    these hooks synchronously inside SQLAlchemy, on a sqlite3 or an adapted aiosqlite
+    connection.
+    """
     journal = JournalModeState()
 
     @sa.event.listens_for(engine, "connect")
@@ -166,14 +179,11 @@ def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
 
     @sa.event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
-        statement = begin_statement(connection)
-        try:
-            # Straight to the driver: this runs once per transaction, on the hot path.
-            connection.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
-        except sqlite3.Error as exc:
-            raise sa.exc.OperationalError(statement, None, exc) from exc
-
-    return engine
+        options = connection.get_execution_options()
+        if options.get(NO_BEGIN_OPTION):
+            return
+        # Through SQLAlchemy (its documented pysqlite recipe), so events see BEGIN too.
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(_WRITE_OPTION) else "BEGIN")
 
 
 def configure_sqlite_connection(dbapi_connection: Any, journal: JournalModeState, path: Path | None) -> None:
@@ -193,11 +203,6 @@ def configure_sqlite_connection(dbapi_connection: Any, journal: JournalModeState
         cursor.execute("PRAGMA recursive_triggers=ON")
     finally:
         cursor.close()
-
-
-def begin_statement(connection: sa.Connection) -> str:
-    """``BEGIN IMMEDIATE`` on a :func:`write_engine` connection, else ``BEGIN`` (SQLite)."""
-    return "BEGIN IMMEDIATE" if connection.get_execution_options().get(_WRITE_OPTION) else "BEGIN"
 
 
 class JournalModeState:

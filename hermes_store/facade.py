@@ -14,7 +14,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from sqlalchemy import exc as sa_exc
@@ -23,7 +22,7 @@ from sqlalchemy.engine import URL, Engine
 
 from hermes_store import codec
 from hermes_store.context_sanitizer import sanitize_context
-from hermes_store.engine import create_engine, resolve_url
+from hermes_store.engine import create_engine, resolve_url, sqlite_path
 from hermes_store.migrate import ensure_schema
 from hermes_store.repository import lineage, listing, messages, meta, sessions
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
@@ -93,8 +92,7 @@ class SessionDB:
         target: str | os.PathLike[str] | URL | None = url if url is not None else (db_path or None)
         self._url = engine.url if engine is not None else resolve_url(target)
         self.engine = engine if engine is not None else create_engine(self._url)
-        database = self._url.database if self._url.get_backend_name() == "sqlite" else None
-        self.db_path = Path(database) if database else None
+        self.db_path = sqlite_path(self._url)
         ensure_schema(self.engine)
         self._uow = UnitOfWork(self.engine)
         self._raw: Any = None

@@ -26,6 +26,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 from sqlalchemy.engine import Connection, Engine
 
+from hermes_store.backends import backend_for
 from hermes_store.engine import write_engine
 from hermes_store.errors import WriteConflict
 from hermes_store.errors_map import is_retryable_conflict, raise_translated
@@ -34,7 +35,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Hot paths run SQL on the driver cursor, so sqlite3's own errors arrive unwrapped.
+# Everything hermes_store runs arrives wrapped (DBAPIError); sqlite3's own errors can
+# only come from caller code given the raw connection (SessionDB._execute_write).
 _DRIVER_ERRORS = (sa_exc.DBAPIError, sqlite3.Error)
 
 MAX_ATTEMPTS = 15
@@ -67,6 +69,7 @@ class UnitOfWork:
         self.retry_max_s = retry_max_s
         self.checkpoint_every = checkpoint_every
         self._write_engine = write_engine(engine)
+        self._backend = backend_for(engine)
         self._reader = orm.sessionmaker(bind=engine, expire_on_commit=False)
         self._idle_readers: list[orm.Session] = []
         # Writes are serialised in-process anyway, so one connection serves them all, kept
@@ -153,17 +156,9 @@ class UnitOfWork:
             self.checkpoint()
 
     def checkpoint(self) -> None:
-        """Best-effort PASSIVE WAL checkpoint on SQLite (never raises)."""
-        if self.engine.dialect.name != "sqlite":
-            return
+        """Best-effort WAL checkpoint (PASSIVE) on SQLite; never raises."""
         try:
-            raw = self.engine.raw_connection()
-            try:
-                cursor = raw.cursor()
-                cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                cursor.close()
-            finally:
-                raw.close()
+            self._backend.checkpoint(self.engine)
         except Exception as exc:  # a checkpoint is an optimisation; never fail a write for it
             log.debug("WAL checkpoint skipped: %s", exc)
 

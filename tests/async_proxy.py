@@ -5,9 +5,11 @@ private event loop in a thread of its own; every coroutine method is exposed as 
 method that submits the coroutine to that loop and waits for its result (or error).
 Calls from several threads run concurrently on the one loop, as tasks of a service do.
 
-Raw access for arranging and inspecting rows (``_conn``, ``_execute_write``: upstream's
-private sqlite3-level primitives, not part of the async API) goes to a sync companion
-store on the same database.
+``engine`` is the async engine's ``sync_engine``, where SQLAlchemy's event API (and
+instrumentation built on it) attaches to an asyncio engine. Raw access for arranging and
+inspecting rows (``_conn``, ``_execute_write``: upstream's private sqlite3-level
+primitives, not part of the async API) goes to a sync companion store on the same
+database.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, Engine
 
 from hermes_store import SessionDB
 from hermes_store.aio import AsyncSessionDB
@@ -70,6 +72,12 @@ class BlockingAsyncSessionDB:
             return self._runner.run(attribute(*args, **kwargs))
 
         return blocking
+
+    @property
+    def engine(self) -> Engine:
+        """The async store's ``AsyncEngine.sync_engine``: where event listeners and
+        instrumentation (OpenTelemetry's included) attach for an asyncio engine."""
+        return self.async_db.engine.sync_engine
 
     def _sync_companion(self) -> SessionDB:
         if self._companion is None:

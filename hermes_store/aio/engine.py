@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.ext.asyncio import create_async_engine as sa_create_async_engine
@@ -20,9 +19,7 @@ from sqlalchemy.ext.asyncio import create_async_engine as sa_create_async_engine
 from hermes_store.aio.driver import one_hop_dbapi
 from hermes_store.engine import (
     BUSY_TIMEOUT_S,
-    JournalModeState,
-    begin_statement,
-    configure_sqlite_connection,
+    install_sqlite_hooks,
     prepare_sqlite_file,
     resolve_url,
     sqlite_path,
@@ -61,16 +58,5 @@ def create_async_engine(
     connect_args = {"timeout": BUSY_TIMEOUT_S, **engine_kwargs.pop("connect_args", {})}
     engine_kwargs.setdefault("module", one_hop_dbapi())
     engine = sa_create_async_engine(url, connect_args=connect_args, **engine_kwargs)
-    journal = JournalModeState()
-
-    @sa.event.listens_for(engine.sync_engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        configure_sqlite_connection(dbapi_connection, journal, path)
-
-    @sa.event.listens_for(engine.sync_engine, "begin")
-    def _on_begin(connection: sa.Connection) -> None:
-        # Through SQLAlchemy (the documented aiosqlite recipe): the driver's own execute
-        # is a coroutine, and SQLAlchemy wraps its lock errors for the unit of work.
-        connection.exec_driver_sql(begin_statement(connection))
-
+    install_sqlite_hooks(engine.sync_engine, path)
     return engine

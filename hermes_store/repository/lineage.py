@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import orm
 
-from hermes_store.repository.rows import fetch_tuples
+from hermes_store.execution import fetch_tuples
 
 MAX_DEPTH = 100
 MAX_RESUME_DEPTH = 32

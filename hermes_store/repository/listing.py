@@ -13,10 +13,9 @@ from typing import Any
 
 from sqlalchemy import func, orm, select
 
-from hermes_store.codec import CONTENT_JSON_PREFIX
+from hermes_store.backends import backend_for
+from hermes_store.execution import fetch_dicts, run
 from hermes_store.models import Session
-from hermes_store.repository.rows import fetch_dicts
-from hermes_store.types import POSTGRES_CONTENT_SENTINEL
 
 _SESSION_COLUMN_NAMES = tuple(column.name for column in Session.__table__.columns)
 _S_COLUMNS = ", ".join(f"s.{name}" for name in _SESSION_COLUMN_NAMES)
@@ -47,22 +46,10 @@ _VISIBLE_CHILD = """(
     )
 )"""
 
-_STARTS_WITH_SENTINEL = {
-    # Compared as bytes: SQLite's text functions stop at the sentinel's NUL byte.
-    "sqlite": "substr(CAST(m.content AS BLOB), 1, :sentinel_len) = CAST(:sentinel AS BLOB)",
-    "postgresql": "left(m.content, :sentinel_len) = :sentinel",
-}
-_SENTINEL = {"sqlite": CONTENT_JSON_PREFIX, "postgresql": POSTGRES_CONTENT_SENTINEL}
-
 
 def _preview_sql(db: orm.Session) -> tuple[str, dict[str, Any]]:
-    dialect = db.get_bind().dialect.name
-    sentinel = _SENTINEL.get(dialect, CONTENT_JSON_PREFIX)
-    sentinel_len = len(sentinel.encode()) if dialect == "sqlite" else len(sentinel)
-    sql = _PREVIEW.format(
-        starts_with_sentinel=_STARTS_WITH_SENTINEL.get(dialect, _STARTS_WITH_SENTINEL["sqlite"])
-    )
-    return sql, {"sentinel": sentinel, "sentinel_len": sentinel_len, "lf": "\n", "cr": "\r"}
+    starts_with_sentinel, params = backend_for(db).preview_starts_with_sentinel()
+    return _PREVIEW.format(starts_with_sentinel=starts_with_sentinel), {**params, "lf": "\n", "cr": "\r"}
 
 
 @dataclass(frozen=True)
@@ -73,14 +60,12 @@ class ListingFilter:
     exclude_sources: Sequence[str] | None = None
     include_children: bool = False
 
-    def where(self, dialect: str = "sqlite") -> tuple[str, dict[str, Any]]:
-        """The SQL condition on alias ``s`` and its parameters."""
+    def where(self, source: str = "s.source") -> tuple[str, dict[str, Any]]:
+        """The SQL condition on alias ``s`` and its parameters; ``source`` is the SQL for
+        the source column (a backend may add a planner hint, see
+        :attr:`hermes_store.backends.Backend.listing_source_column`)."""
         clauses = ["1 = 1"]
         params: dict[str, Any] = {}
-        # On SQLite a unary + keeps the planner off idx_sessions_source: walking
-        # idx_sessions_started newest first and stopping at LIMIT beats computing the
-        # preview and last-activity subqueries for every session of a large source.
-        source = "+s.source" if dialect == "sqlite" else "s.source"
         if not self.include_children:
             clauses.append(_VISIBLE_CHILD)
         if self.source:
@@ -95,7 +80,7 @@ class ListingFilter:
 def rich_rows(db: orm.Session, listing: ListingFilter, limit: int, offset: int) -> list[dict[str, Any]]:
     """Sessions with ``preview`` (raw, see :func:`finish_preview`) and ``last_active``,
     newest first."""
-    condition, params = listing.where(db.get_bind().dialect.name)
+    condition, params = listing.where(backend_for(db).listing_source_column)
     preview, preview_params = _preview_sql(db)
     sql = (
         f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active "
@@ -111,7 +96,7 @@ def rich_rows_by_last_active(
 ) -> list[dict[str, Any]]:
     """Like :func:`rich_rows`, ordered by the latest activity anywhere in each row's
     compression chain (so a conversation continued after compression sorts by its tip)."""
-    condition, params = listing.where(db.get_bind().dialect.name)
+    condition, params = listing.where(backend_for(db).listing_source_column)
     preview, preview_params = _preview_sql(db)
     sql = f"""
     WITH RECURSIVE roots AS (
@@ -183,7 +168,8 @@ class ModelUsage:
 def usage_by_model(db: orm.Session) -> list[ModelUsage]:
     """Totals per model (sessions with a model only), most expensive first."""
     total_cost = func.coalesce(func.sum(Session.estimated_cost_usd), 0.0)
-    rows = db.execute(
+    rows = run(
+        db,
         select(
             Session.model,
             func.count(),
@@ -193,7 +179,7 @@ def usage_by_model(db: orm.Session) -> list[ModelUsage]:
         )
         .where(Session.model.is_not(None))
         .group_by(Session.model)
-        .order_by(total_cost.desc(), Session.model)
+        .order_by(total_cost.desc(), Session.model),
     ).all()
     return [
         ModelUsage(str(r[0]), int(r[1]), int(r[2] or 0), int(r[3] or 0), float(r[4] or 0.0)) for r in rows
@@ -214,9 +200,10 @@ class SessionTokens:
 def top_sessions_by_tokens(db: orm.Session, limit: int = 10) -> list[SessionTokens]:
     """The sessions with the most input + output tokens."""
     total = func.coalesce(Session.input_tokens, 0) + func.coalesce(Session.output_tokens, 0)
-    rows = db.execute(
+    rows = run(
+        db,
         select(Session.id, Session.title, Session.model, total, Session.estimated_cost_usd)
         .order_by(total.desc(), Session.id)
-        .limit(limit)
+        .limit(limit),
     ).all()
     return [SessionTokens(r[0], r[1], r[2], int(r[3] or 0), r[4]) for r in rows]

@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlalchemy import Integer, bindparam, delete, func, insert, orm, select, update
 
+from hermes_store.execution import fetch_dicts, run
 from hermes_store.models import Message, Session
-from hermes_store.repository.rows import fetch_dicts
 
 CONVERSATION_COLUMNS = (
     Message.session_id,
@@ -73,9 +73,7 @@ class NewMessage:
 
 
 # The hot path of every agent turn. Statements are built once, so each append only binds
-# values; on SQLite they go straight to the driver cursor of the unit of work's connection
-# (same transaction), which keeps an append within a few microseconds of hand-written
-# sqlite3. Other backends take the same statements through SQLAlchemy Core.
+# values (SQLAlchemy caches their compiled form); both run through the execution seam.
 _SESSIONS = Session.__table__.c
 _INSERT_MESSAGE = insert(Message)
 _BUMP_COUNTERS = (
@@ -87,63 +85,44 @@ _BUMP_COUNTERS = (
         + bindparam("bump_tool_calls", type_=Integer()),
     )
 )
-_MESSAGE_FIELDS = tuple(column.name for column in Message.__table__.columns if column.name != "id")
-_SQLITE_INSERT_MESSAGE = (
-    f"INSERT INTO messages ({', '.join(_MESSAGE_FIELDS)}) VALUES ({', '.join('?' for _ in _MESSAGE_FIELDS)})"
-)
-_SQLITE_BUMP_COUNTERS = (
-    "UPDATE sessions SET message_count = COALESCE(message_count, 0) + 1, "
-    "tool_call_count = COALESCE(tool_call_count, 0) + ? WHERE id = ?"
-)
 
 
 def append(db: orm.Session, session_id: str, message: NewMessage) -> int:
     """Insert one message and bump the session's counters; returns the new id.
 
-    Raises the driver's ``IntegrityError`` when the session does not exist.
+    Raises SQLAlchemy's ``IntegrityError`` when the session does not exist.
     """
-    connection = db.connection()
-    row = message.row(session_id, time.time())
-    if connection.dialect.name == "sqlite":
-        cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        try:
-            cursor.execute(_SQLITE_INSERT_MESSAGE, [row[name] for name in _MESSAGE_FIELDS])
-            new_id = cursor.lastrowid
-            cursor.execute(_SQLITE_BUMP_COUNTERS, (message.tool_call_units, session_id))
-        finally:
-            cursor.close()
-        return int(new_id)
-    result = connection.execute(_INSERT_MESSAGE, row)
+    result = run(db, _INSERT_MESSAGE, message.row(session_id, time.time()))
     new_id = result.inserted_primary_key[0]  # type: ignore[index]
-    connection.execute(
-        _BUMP_COUNTERS, {"bump_session_id": session_id, "bump_tool_calls": message.tool_call_units}
-    )
+    run(db, _BUMP_COUNTERS, {"bump_session_id": session_id, "bump_tool_calls": message.tool_call_units})
     return int(new_id)
 
 
 def replace_all(db: orm.Session, session_id: str, messages: Sequence[NewMessage]) -> None:
     """Replace a session's transcript; timestamps rise by 1 µs per message from now."""
-    db.execute(delete(Message).where(Message.session_id == session_id))
+    run(db, delete(Message).where(Message.session_id == session_id))
     start = time.time()
     if messages:
-        db.execute(
+        run(
+            db,
             insert(Message),
             [message.row(session_id, start + index * 1e-6) for index, message in enumerate(messages)],
         )
-    db.execute(
+    run(
+        db,
         update(Session)
         .where(Session.id == session_id)
         .values(
             message_count=len(messages),
             tool_call_count=sum(message.tool_call_units for message in messages),
-        )
+        ),
     )
 
 
 def clear(db: orm.Session, session_id: str) -> None:
     """Delete a session's messages and zero its message and tool-call counters."""
-    db.execute(delete(Message).where(Message.session_id == session_id))
-    db.execute(update(Session).where(Session.id == session_id).values(message_count=0, tool_call_count=0))
+    run(db, delete(Message).where(Message.session_id == session_id))
+    run(db, update(Session).where(Session.id == session_id).values(message_count=0, tool_call_count=0))
 
 
 _MESSAGE_SELECT = ", ".join(column.name for column in Message.__table__.columns)
@@ -190,4 +169,4 @@ def count(db: orm.Session, session_id: str | None = None) -> int:
     query = select(func.count()).select_from(Message)
     if session_id:
         query = query.where(Message.session_id == session_id)
-    return int(db.execute(query).scalar_one())
+    return int(run(db, query).scalar_one())

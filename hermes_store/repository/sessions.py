@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, delete, exists, func, orm, select, update
 
+from hermes_store.backends import backend_for
+from hermes_store.execution import fetch_dicts, run, scalar_text
 from hermes_store.models import Message, Session
-from hermes_store.repository.dialect_insert import insert_for
-from hermes_store.repository.rows import fetch_dicts
 from hermes_store.titles import escape_like, split_title_number
 
 SESSION_COLUMNS = tuple(Session.__table__.columns)
@@ -24,8 +24,8 @@ SESSION_COLUMNS = tuple(Session.__table__.columns)
 
 def _insert_ignoring_duplicates(db: orm.Session, values: dict[str, Any]) -> None:
     """``INSERT … ON CONFLICT (id) DO NOTHING`` in the session's dialect."""
-    statement = insert_for(db, Session).values(**values).on_conflict_do_nothing(index_elements=["id"])
-    db.execute(statement)
+    statement = backend_for(db).insert(Session).values(**values).on_conflict_do_nothing(index_elements=["id"])
+    run(db, statement)
 
 
 def insert_session(
@@ -56,7 +56,7 @@ def insert_session(
     )
 
 
-# get_session() is called on nearly every agent turn: plain SQL, run on the driver cursor.
+# get_session() is called on nearly every agent turn: plain SQL, its statement cached.
 _SELECT_SESSION = f"SELECT {', '.join(c.name for c in SESSION_COLUMNS)} FROM sessions"
 
 
@@ -73,22 +73,23 @@ def exists_id(db: orm.Session, session_id: str) -> bool:
 
 def end(db: orm.Session, session_id: str, end_reason: str | None) -> None:
     """Mark a live session ended; the first end wins."""
-    db.execute(
+    run(
+        db,
         update(Session)
         .where(Session.id == session_id, Session.ended_at.is_(None))
-        .values(ended_at=time.time(), end_reason=end_reason)
+        .values(ended_at=time.time(), end_reason=end_reason),
     )
 
 
 def reopen(db: orm.Session, session_id: str) -> None:
     """Clear ``ended_at`` and ``end_reason``."""
-    db.execute(update(Session).where(Session.id == session_id).values(ended_at=None, end_reason=None))
+    run(db, update(Session).where(Session.id == session_id).values(ended_at=None, end_reason=None))
 
 
 def set_column(db: orm.Session, session_id: str, **values: Any) -> int:
     """Set columns of one session; returns the number of rows changed (0 or 1)."""
-    result = db.execute(update(Session).where(Session.id == session_id).values(**values))
-    return int(result.rowcount)  # type: ignore[attr-defined]
+    result = run(db, update(Session).where(Session.id == session_id).values(**values))
+    return int(result.rowcount)
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,7 @@ def apply_token_usage(db: orm.Session, session_id: str, usage: TokenUsage, absol
     for name in _FIRST_VALUE_WINS:
         if getattr(usage, name) is not None:
             values[name] = func.coalesce(columns[name], getattr(usage, name))
-    db.execute(update(Session).where(Session.id == session_id).values(**values))
+    run(db, update(Session).where(Session.id == session_id).values(**values))
 
 
 # --- titles -------------------------------------------------------------------------
@@ -167,14 +168,14 @@ def apply_token_usage(db: orm.Session, session_id: str, usage: TokenUsage, absol
 
 def title_owner(db: orm.Session, title: str, other_than: str) -> str | None:
     """Id of a session other than ``other_than`` holding exactly ``title``."""
-    return db.execute(
-        select(Session.id).where(Session.title == title, Session.id != other_than).limit(1)
-    ).scalar()
+    return scalar_text(
+        db, select(Session.id).where(Session.title == title, Session.id != other_than).limit(1)
+    )
 
 
 def id_by_title(db: orm.Session, title: str) -> str | None:
     """Id of the session titled exactly ``title`` (case-sensitive)."""
-    return db.execute(select(Session.id).where(Session.title == title)).scalar()
+    return scalar_text(db, select(Session.id).where(Session.title == title))
 
 
 def row_by_title(db: orm.Session, title: str) -> dict[str, Any] | None:
@@ -185,9 +186,7 @@ def row_by_title(db: orm.Session, title: str) -> dict[str, Any] | None:
 
 def _ascii_case_like(db: orm.Session, column: Any, pattern: str) -> ColumnElement[bool]:
     """``LIKE`` that ignores case as SQLite's does (PostgreSQL's LIKE is case-sensitive)."""
-    if db.get_bind().dialect.name == "postgresql":
-        return column.ilike(pattern, escape="\\")  # type: ignore[no-any-return]
-    return column.like(pattern, escape="\\")  # type: ignore[no-any-return]
+    return backend_for(db).ascii_case_like(column, pattern)
 
 
 def _numbered_variants(db: orm.Session, title: str) -> ColumnElement[bool]:
@@ -196,9 +195,10 @@ def _numbered_variants(db: orm.Session, title: str) -> ColumnElement[bool]:
 
 def latest_numbered_variant(db: orm.Session, title: str) -> str | None:
     """Id of the most recently started session titled ``"<title> #…"``."""
-    return db.execute(
-        select(Session.id).where(_numbered_variants(db, title)).order_by(Session.started_at.desc()).limit(1)
-    ).scalar()
+    return scalar_text(
+        db,
+        select(Session.id).where(_numbered_variants(db, title)).order_by(Session.started_at.desc()).limit(1),
+    )
 
 
 _TRAILING_NUMBER = re.compile(r" #([0-9]+)$")
@@ -208,7 +208,7 @@ def next_title_in_lineage(db: orm.Session, base_title: str) -> str:
     """``"<base> #N"`` with N one above the highest number in use, or the base if unused."""
     base, _ = split_title_number(base_title)
     titles = (
-        db.execute(select(Session.title).where((Session.title == base) | _numbered_variants(db, base)))
+        run(db, select(Session.title).where((Session.title == base) | _numbered_variants(db, base)))
         .scalars()
         .all()
     )
@@ -227,11 +227,12 @@ def resolve_id_prefix(db: orm.Session, prefix: str) -> str | None:
     if exists_id(db, prefix):
         return prefix
     ids = (
-        db.execute(
+        run(
+            db,
             select(Session.id)
             .where(_ascii_case_like(db, Session.id, f"{escape_like(prefix)}%"))
             .order_by(Session.started_at.desc())
-            .limit(2)
+            .limit(2),
         )
         .scalars()
         .all()
@@ -252,9 +253,9 @@ def delete_sessions(db: orm.Session, ids: Sequence[str]) -> None:
         return
     for chunk_start in range(0, len(ids), 500):
         chunk = list(ids[chunk_start : chunk_start + 500])
-        db.execute(update(Session).where(Session.parent_session_id.in_(chunk)).values(parent_session_id=None))
-        db.execute(delete(Message).where(Message.session_id.in_(chunk)))
-        db.execute(delete(Session).where(Session.id.in_(chunk)))
+        run(db, update(Session).where(Session.parent_session_id.in_(chunk)).values(parent_session_id=None))
+        run(db, delete(Message).where(Message.session_id.in_(chunk)))
+        run(db, delete(Session).where(Session.id.in_(chunk)))
 
 
 def prunable_ids(db: orm.Session, cutoff: float, source: str | None) -> list[str]:
@@ -262,7 +263,7 @@ def prunable_ids(db: orm.Session, cutoff: float, source: str | None) -> list[str
     query = select(Session.id).where(Session.started_at < cutoff, Session.ended_at.is_not(None))
     if source:
         query = query.where(Session.source == source)
-    return list(db.execute(query).scalars())
+    return list(run(db, query).scalars())
 
 
 def ghost_ids(db: orm.Session, cutoff: float) -> list[str]:
@@ -275,7 +276,7 @@ def ghost_ids(db: orm.Session, cutoff: float) -> list[str]:
         Session.started_at < cutoff,
         ~has_messages,
     )
-    return list(db.execute(query).scalars())
+    return list(run(db, query).scalars())
 
 
 def count(db: orm.Session, source: str | None = None) -> int:
@@ -283,4 +284,4 @@ def count(db: orm.Session, source: str | None = None) -> int:
     query = select(func.count()).select_from(Session)
     if source:
         query = query.where(Session.source == source)
-    return int(db.execute(query).scalar_one())
+    return int(run(db, query).scalar_one())

@@ -1,53 +1,26 @@
 """Running a planned search and shaping the hits, whatever the backend.
 
-:func:`find_hits` hands the plan to the backend's module (:mod:`.sqlite` for FTS5,
-:mod:`.postgres` for tsvector/pg_trgm); both return the same result shape. Every hit then
+:func:`find_hits` hands the plan to the search module of the store's backend
+(:mod:`.sqlite` for FTS5, :mod:`.postgres` for tsvector/pg_trgm, see
+:meth:`hermes_store.backends.Backend.search_module`); both return the same result shape. Every hit then
 carries the message before and after it in the same session (``context``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import orm
 
+from hermes_store.backends import backend_for
 from hermes_store.codec import content_text_for_context, decode_content
-from hermes_store.repository.rows import fetch_tuples
+from hermes_store.execution import fetch_tuples
+from hermes_store.search.filters import SearchFilters
 from hermes_store.search.plan import SearchPlan
 
+__all__ = ["CONTEXT_CHARS", "SearchFilters", "attach_context", "find_hits"]
+
 CONTEXT_CHARS = 200
-
-
-@dataclass(frozen=True)
-class SearchFilters:
-    """Restrictions applied before ``LIMIT``/``OFFSET``.
-
-    ``sources=[]`` matches nothing; ``exclude_sources=[]`` excludes nothing; an empty
-    ``roles`` applies no role filter (upstream's rules).
-    """
-
-    sources: Sequence[str] | None = None
-    exclude_sources: Sequence[str] | None = None
-    roles: Sequence[str] | None = None
-
-    def sql(self) -> tuple[str, dict[str, Any]]:
-        """SQL conditions (leading ``AND``) and their parameters (lists expand for ``IN``)."""
-        parts: list[str] = []
-        params: dict[str, Any] = {}
-        if self.sources is not None and not self.sources:
-            parts.append("AND 1 = 0")  # an empty include-list matches nothing
-        elif self.sources is not None:
-            parts.append("AND s.source IN :sources")
-            params["sources"] = list(self.sources)
-        if self.exclude_sources:
-            parts.append("AND s.source NOT IN :exclude_sources")
-            params["exclude_sources"] = list(self.exclude_sources)
-        if self.roles:
-            parts.append("AND m.role IN :roles")
-            params["roles"] = list(self.roles)
-        return " ".join(parts), params
 
 
 def find_hits(
@@ -56,13 +29,8 @@ def find_hits(
     """The matching messages (without context) for ``plan``, in the session's dialect."""
     if plan.kind == "empty":
         return []
-    if db.get_bind().dialect.name == "postgresql":
-        from hermes_store.search import postgres
-
-        return postgres.find_hits(db, plan, filters, limit, offset)
-    from hermes_store.search import sqlite
-
-    return sqlite.find_hits(db, plan, filters, limit, offset)
+    hits: list[dict[str, Any]] = backend_for(db).search_module().find_hits(db, plan, filters, limit, offset)
+    return hits
 
 
 _NEIGHBOURS = """
@@ -85,7 +53,7 @@ def attach_context(db: orm.Session, hits: list[dict[str, Any]]) -> None:
     neighbours = fetch_tuples(db, _NEIGHBOURS, {"hit_ids": [hit["id"] for hit in hits]})
     wanted = {row[0]: [i for i in row if i is not None] for row in neighbours}
     ids = sorted({i for group in wanted.values() for i in group})
-    rows = fetch_tuples(db, _CONTEXT_ROWS, {"ids": ids}, content_index=2)
+    rows = fetch_tuples(db, _CONTEXT_ROWS, {"ids": ids}, content_keys=("content",))
     entries = {
         row[0]: {
             "role": row[1],

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from async_proxy import BlockingAsyncSessionDB
 
 from hermes_store import SessionDB
-
-from async_proxy import BlockingAsyncSessionDB
 
 
 @pytest.fixture(scope="session")
