@@ -200,7 +200,7 @@ def loop_lag(path: Path) -> dict[str, float]:
         async with AsyncSessionDB(path) as db:
             with _lock_held(path, 2.0):
                 return await _max_gap(
-                    asyncio.gather(*(db.append_message("bench-0", "user", "x") for _ in range(20)))
+                    lambda: asyncio.gather(*(db.append_message("bench-0", "user", "x") for _ in range(20)))
                 )
 
     async def with_sync_on_loop() -> float:

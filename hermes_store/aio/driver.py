@@ -109,6 +109,19 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
     __slots__ = ()
     _cursor_cls = OneHopCursor  # type: ignore[assignment]
 
+    def rollback(self) -> None:
+        """Roll back, skipping the hop when SQLite has no transaction open.
+
+        SQLAlchemy rolls back once when a connection's transaction ends and again when the
+        pool takes the connection back; the second finds nothing to undo. Whether SQLite
+        is inside a transaction is a flag sqlite3 reads without touching the database,
+        and nothing runs on the connection while its owner is here.
+        """
+        driver = self._connection._connection
+        if driver is not None and not driver.in_transaction:
+            return
+        super().rollback()
+
 
 class OneHopDBAPI(AsyncAdapt_aiosqlite_dbapi):
     """The DB-API module object for ``create_async_engine(..., module=...)``."""

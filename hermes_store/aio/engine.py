@@ -57,6 +57,11 @@ def create_async_engine(
         prepare_sqlite_file(path)
     connect_args = {"timeout": BUSY_TIMEOUT_S, **engine_kwargs.pop("connect_args", {})}
     engine_kwargs.setdefault("module", one_hop_dbapi())
+    if path is not None and "poolclass" not in engine_kwargs:
+        # A connection is a worker thread here; keep them instead of opening overflow
+        # ones (thread start, connect, pragmas) and closing them again in bursts.
+        engine_kwargs.setdefault("pool_size", 12)
+        engine_kwargs.setdefault("max_overflow", 0)
     engine = sa_create_async_engine(url, connect_args=connect_args, **engine_kwargs)
     install_sqlite_hooks(engine.sync_engine, path)
     return engine

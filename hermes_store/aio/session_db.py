@@ -24,9 +24,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from hermes_store.aio.bridge import run_in_greenlet
 from hermes_store.aio.engine import create_async_engine
 from hermes_store.aio.unit_of_work import AsyncUnitOfWork
-from hermes_store.engine import create_engine
+from hermes_store.engine import create_engine, sqlite_path
 from hermes_store.facade import SessionDB
 from hermes_store.repository import lineage
 from hermes_store.urls import sync_driver_url
@@ -82,15 +83,23 @@ class AsyncSessionDB:
         if self._store is None:
             async with self._opening:
                 if self._store is None:
-                    self._store = await self._bridge_facade()
+                    self._store = self._rebind(await self._bridge_facade())
         return self._store
 
     async def _bridge_facade(self) -> SessionDB:
+        url = self.engine.url
+        if url.get_backend_name() == "sqlite" and sqlite_path(url) is None:
+            # In memory: only this engine's own connection holds the database, so the
+            # schema is made through it (nothing else can hold a lock to wait for).
+            return await run_in_greenlet(SessionDB, engine=self.engine.sync_engine)
         # Migrations run in a worker thread on a sync engine (Alembic and its lock waits
         # are sync); the facade then works on the async engine through the loop's unit of work.
-        store = await asyncio.to_thread(_open_sync_facade, sync_driver_url(self.engine.url))
-        store.engine.dispose()
-        store.engine = self.engine.sync_engine
+        return await asyncio.to_thread(_open_sync_facade, sync_driver_url(url))
+
+    def _rebind(self, store: SessionDB) -> SessionDB:
+        if store.engine is not self.engine.sync_engine:
+            store.engine.dispose()
+            store.engine = self.engine.sync_engine
         store._uow = self.unit_of_work.sync
         return store
 

@@ -179,3 +179,14 @@ def test_the_async_unit_of_work_commits_reads_and_rolls_back(store_path: Path) -
             await uow.close()
 
     assert asyncio.run(scenario()) == ("1", None, 1)
+
+
+def test_an_in_memory_async_store_works() -> None:
+    async def scenario() -> tuple[int, int]:
+        async with AsyncSessionDB("sqlite+aiosqlite://") as db:
+            assert db.db_path is None
+            await db.create_session("m", "cli")
+            await db.append_message("m", "user", "kept in memory")
+            return (await db.get_session("m"))["message_count"], len(await db.search_messages("memory"))
+
+    assert asyncio.run(scenario()) == (1, 1)
