@@ -21,8 +21,9 @@ import sqlite3
 import stat
 import sys
 import warnings
+import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
@@ -33,10 +34,14 @@ from hermes_store.paths import default_db_path
 STORE_URL_VARIABLE = "HERMES_STORE_URL"
 BUSY_TIMEOUT_S = 1.0
 _WRITE_OPTION = "hermes_store_write"
+_CONFIGURED_KEY = "hermes_store_configured"
 FILE_MODE = 0o600
 _SIDECARS = ("-wal", "-shm", "-journal")
 _NOT_A_WAL_REFUSAL = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY")
 DIR_MODE = 0o700
+JournalMode = Literal["wal", "delete"]
+# Engines whose connections this module configures (made by create_engine or adopted).
+_CONFIGURED: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 class JournalModeWarning(UserWarning):
@@ -117,19 +122,58 @@ def prepare_sqlite_file(path: Path) -> None:
     os.close(fd)
 
 
-def create_engine(target: str | os.PathLike[str] | URL | None = None, **engine_kwargs: Any) -> Engine:
+def create_engine(
+    target: str | os.PathLike[str] | URL | None = None,
+    *,
+    journal_mode: JournalMode = "wal",
+    **engine_kwargs: Any,
+) -> Engine:
     """Create an engine for ``target`` (a path, a SQLAlchemy URL, or the default database).
 
     For SQLite the file is created 0600 (with a 0700 directory when the store makes it),
     and every connection gets WAL, ``foreign_keys=ON``, a 1 s busy timeout and
-    ``recursive_triggers=ON``. Transactions begun on this engine are deferred (reads);
-    use :func:`write_engine` for writes. Extra keyword arguments go to
-    :func:`sqlalchemy.create_engine`.
+    ``recursive_triggers=ON``. ``journal_mode="delete"`` keeps the rollback journal
+    instead of WAL, for network file systems where WAL seems to work but is unsafe.
+    Transactions begun on this engine are deferred (reads); use :func:`write_engine`
+    for writes. Extra keyword arguments go to :func:`sqlalchemy.create_engine`.
     """
     url = resolve_url(target)
     if url.get_backend_name() == "sqlite":
-        return _create_sqlite_engine(url, **engine_kwargs)
+        return _create_sqlite_engine(url, journal_mode, **engine_kwargs)
     return _create_server_engine(url, **engine_kwargs)
+
+
+def is_configured(engine: Engine) -> bool:
+    """Whether ``engine``'s connections get hermes_store's settings (see :func:`adopt_engine`)."""
+    return engine in _CONFIGURED or engine.dialect.name != "sqlite"
+
+
+def adopt_engine(engine: Engine) -> Engine:
+    """Give an engine made elsewhere the settings of :func:`create_engine`, in place.
+
+    A plain ``sqlalchemy.create_engine("sqlite:///…")`` would run the store with the
+    rollback journal, ``foreign_keys`` off and deferred write transactions. Its
+    connections — also those already pooled, configured on their next checkout — get
+    WAL, the pragmas and ``BEGIN IMMEDIATE`` for writes. Other backends need nothing.
+    Returns ``engine``; adopting twice is harmless.
+    """
+    if is_configured(engine):
+        return engine
+    path = sqlite_path(engine.url)
+    if path is not None:
+        prepare_sqlite_file(path)
+    configure = _connection_setup(path, _JournalModeState("wal"))
+
+    @sa.event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        # Connections pooled before adoption never saw a connect event of ours.
+        if not record.info.get(_CONFIGURED_KEY):
+            configure(dbapi_connection)
+            record.info[_CONFIGURED_KEY] = True
+
+    _listen_begin(engine)
+    _CONFIGURED.add(engine)
+    return engine
 
 
 def write_engine(engine: Engine) -> Engine:
@@ -148,16 +192,25 @@ def _connect_args_for_sqlite() -> dict[str, Any]:
     return args
 
 
-def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
+def _create_sqlite_engine(url: URL, journal_mode: JournalMode, **engine_kwargs: Any) -> Engine:
     path = sqlite_path(url)
     if path is not None:
         prepare_sqlite_file(path)
     connect_args = {**_connect_args_for_sqlite(), **engine_kwargs.pop("connect_args", {})}
     engine = sa.create_engine(url, connect_args=connect_args, **engine_kwargs)
-    journal = _JournalModeState()
+    configure = _connection_setup(path, _JournalModeState(journal_mode))
 
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        configure(dbapi_connection)
+
+    _listen_begin(engine)
+    _CONFIGURED.add(engine)
+    return engine
+
+
+def _connection_setup(path: Path | None, journal: _JournalModeState) -> Any:
+    def configure(dbapi_connection: Any) -> None:
         # Hand transaction control to SQLAlchemy's begin event (pysqlite recipe).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
@@ -170,6 +223,10 @@ def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
         finally:
             cursor.close()
 
+    return configure
+
+
+def _listen_begin(engine: Engine) -> None:
     @sa.event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
         statement = "BEGIN IMMEDIATE" if connection.get_execution_options().get(_WRITE_OPTION) else "BEGIN"
@@ -179,17 +236,19 @@ def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
         except sqlite3.Error as exc:
             raise sa.exc.OperationalError(statement, None, exc) from exc
 
-    return engine
-
 
 class _JournalModeState:
     """Turns WAL on for each connection, warning once per engine if it must fall back."""
 
-    def __init__(self) -> None:
+    def __init__(self, wanted: JournalMode) -> None:
+        self.wanted = wanted
         self.warned = False
 
     def apply(self, cursor: sqlite3.Cursor, path: Path | None) -> None:
         if path is None:
+            return
+        if self.wanted == "delete":
+            cursor.execute("PRAGMA journal_mode=DELETE")
             return
         try:
             row = cursor.execute("PRAGMA journal_mode=WAL").fetchone()

@@ -115,15 +115,31 @@ class UnitOfWork:
                 session.flush()
             return result
         except BaseException:
-            if connection.in_transaction():
-                connection.rollback()
-            if connection.invalidated:
-                connection.close()
-                self._write_connection = None
+            self._end_failed_transaction(connection)
             raise
         finally:
             # Reused across writes (cheaper than a new one each time); close() empties it.
             session.close()
+
+    def _end_failed_transaction(self, connection: Connection) -> None:
+        """Leave no transaction open after a failed attempt, whatever SQLAlchemy believes.
+
+        A COMMIT refused with SQLITE_BUSY (a reader holding SHARED in rollback-journal
+        mode) keeps SQLite's transaction open while SQLAlchemy marks it finished, so its
+        rollback() sends nothing; the next BEGIN would then fail for good and this process
+        would keep the lock from every other. The driver's own flag tells the truth: such a
+        connection is discarded (closing it makes SQLite roll back and release the lock).
+        """
+        try:
+            if connection.in_transaction():
+                connection.rollback()
+            if not connection.invalidated and _driver_in_transaction(connection):
+                connection.invalidate()
+        except _DRIVER_ERRORS:
+            connection.invalidate()
+        if connection.invalidated:
+            connection.close()
+            self._write_connection = None
 
     @contextmanager
     def read(self) -> Iterator[orm.Session]:
@@ -171,3 +187,8 @@ class UnitOfWork:
                 self._write_connection = None
             self.checkpoint()
             self.engine.dispose()
+
+
+def _driver_in_transaction(connection: Connection) -> bool:
+    """Whether the DBAPI connection itself says a transaction is open (sqlite3 does)."""
+    return bool(getattr(connection.connection.driver_connection, "in_transaction", False))
