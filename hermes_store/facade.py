@@ -100,6 +100,19 @@ class SessionDB:
         self._raw: Any = None
         self._closed = False
 
+    @property
+    def unit_of_work(self) -> UnitOfWork:
+        """The store's unit of work, for services that compose their own writes.
+
+        ``db.unit_of_work.write(fn, "what")`` runs ``fn(session)`` in one retried write
+        transaction and returns its result; ``with db.unit_of_work.read() as session:``
+        gives a read-only session. Inside them call the repository functions
+        (:mod:`hermes_store.repository`), never another ``SessionDB`` write (that raises
+        :class:`~hermes_store.errors.NestedWrite`). See the README, "Composing writes".
+        """
+        self._check_open()
+        return self._uow
+
     # --- upstream-compatible internals ---------------------------------------------
 
     @property

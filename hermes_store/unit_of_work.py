@@ -27,7 +27,7 @@ from sqlalchemy import orm
 from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.engine import write_engine
-from hermes_store.errors import WriteConflict
+from hermes_store.errors import NestedWrite, WriteConflict
 from hermes_store.errors_map import is_retryable_conflict, raise_translated
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,8 @@ class UnitOfWork:
         self._write_connection: Connection | None = None
         self._write_session = orm.Session()
         self._lock = threading.Lock()
+        # The thread inside write(), so that a nested write fails instead of deadlocking.
+        self._writer: int | None = None
         self.write_count = 0
         self.retry_count = 0
 
@@ -83,11 +85,15 @@ class UnitOfWork:
         ``operation`` names what is being written, for the error raised when every attempt
         found the database locked (:class:`WriteConflict`). Other errors propagate at
         once, after rollback; SQLite storage errors become the matching ``StoreError``.
+        A write started from inside ``work`` (same thread) raises :class:`NestedWrite`.
         ``work`` may run more than once, so it must not have side effects outside the session.
         """
+        if self._writer == threading.get_ident():
+            raise NestedWrite(operation)
         last_error: BaseException | None = None
         for attempt in range(1, self.max_attempts + 1):
             with self._lock:
+                self._writer = threading.get_ident()
                 try:
                     result = self._attempt(work)
                 except _DRIVER_ERRORS as exc:
@@ -97,6 +103,8 @@ class UnitOfWork:
                 else:
                     self._count_success()
                     return result
+                finally:
+                    self._writer = None
             if attempt < self.max_attempts:
                 self.retry_count += 1
                 time.sleep(random.uniform(self.retry_min_s, self.retry_max_s))
