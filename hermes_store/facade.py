@@ -23,7 +23,7 @@ from sqlalchemy.engine import URL, Engine
 
 from hermes_store import codec
 from hermes_store.context_sanitizer import sanitize_context
-from hermes_store.engine import create_engine, resolve_url
+from hermes_store.engine import adopt_engine, create_engine, resolve_url
 from hermes_store.migrate import ensure_schema
 from hermes_store.repository import lineage, listing, messages, meta, sessions
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
@@ -92,11 +92,13 @@ class SessionDB:
     ) -> None:
         target: str | os.PathLike[str] | URL | None = url if url is not None else (db_path or None)
         self._url = engine.url if engine is not None else resolve_url(target)
-        self.engine = engine if engine is not None else create_engine(self._url)
+        # A caller's engine gets the settings of our own (WAL, foreign keys, BEGIN
+        # IMMEDIATE) but stays the caller's: close() leaves its pool alone.
+        self.engine = adopt_engine(engine) if engine is not None else create_engine(self._url)
         database = self._url.database if self._url.get_backend_name() == "sqlite" else None
         self.db_path = Path(database) if database else None
         ensure_schema(self.engine)
-        self._uow = UnitOfWork(self.engine)
+        self._uow = UnitOfWork(self.engine, owns_engine=engine is None)
         self._raw: Any = None
         self._closed = False
 

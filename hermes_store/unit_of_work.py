@@ -58,10 +58,12 @@ class UnitOfWork:
         retry_min_s: float = RETRY_MIN_S,
         retry_max_s: float = RETRY_MAX_S,
         checkpoint_every: int = CHECKPOINT_EVERY_N_WRITES,
+        owns_engine: bool = True,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         self.engine = engine
+        self.owns_engine = owns_engine
         self.max_attempts = max_attempts
         self.retry_min_s = retry_min_s
         self.retry_max_s = retry_max_s
@@ -188,13 +190,18 @@ class UnitOfWork:
             log.debug("WAL checkpoint skipped: %s", exc)
 
     def close(self) -> None:
-        """Checkpoint (SQLite) and release every pooled connection."""
+        """Checkpoint (SQLite) and release the connections this unit of work holds.
+
+        The engine's pool is disposed only when the engine is ours (``owns_engine``);
+        an engine the caller supplied keeps its pool for the caller's other users.
+        """
         with self._lock:
             if self._write_connection is not None:
                 self._write_connection.close()
                 self._write_connection = None
             self.checkpoint()
-            self.engine.dispose()
+            if self.owns_engine:
+                self.engine.dispose()
 
 
 def _driver_in_transaction(connection: Connection) -> bool:
