@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from hermes_store.engine import create_engine, write_engine
 from hermes_store.errors import (
     CorruptDatabase,
+    NestedWrite,
     ReadOnlyStore,
     SchemaError,
     SearchUnavailable,
@@ -35,6 +36,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CorruptDatabase",
+    "NestedWrite",
     "ReadOnlyStore",
     "SchemaError",
     "SearchUnavailable",

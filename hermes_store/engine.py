@@ -21,8 +21,9 @@ import sqlite3
 import stat
 import sys
 import warnings
+import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
@@ -36,10 +37,14 @@ BUSY_TIMEOUT_S = 1.0
 _WRITE_OPTION = "hermes_store_write"
 NO_BEGIN_OPTION = "hermes_store_no_begin"
 """Execution option: leave SQLite in autocommit mode (for VACUUM and checkpoints)."""
+_CONFIGURED_KEY = "hermes_store_configured"
 FILE_MODE = 0o600
 _SIDECARS = ("-wal", "-shm", "-journal")
 _NOT_A_WAL_REFUSAL = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY")
 DIR_MODE = 0o700
+JournalMode = Literal["wal", "delete"]
+# Engines whose connections this module configures (made by create_engine or adopted).
+_CONFIGURED: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 class JournalModeWarning(UserWarning):
@@ -123,19 +128,58 @@ def prepare_sqlite_file(path: Path) -> None:
     os.close(fd)
 
 
-def create_engine(target: str | os.PathLike[str] | URL | None = None, **engine_kwargs: Any) -> Engine:
+def create_engine(
+    target: str | os.PathLike[str] | URL | None = None,
+    *,
+    journal_mode: JournalMode = "wal",
+    **engine_kwargs: Any,
+) -> Engine:
     """Create an engine for ``target`` (a path, a SQLAlchemy URL, or the default database).
 
     For SQLite the file is created 0600 (with a 0700 directory when the store makes it),
     and every connection gets WAL, ``foreign_keys=ON``, a 1 s busy timeout and
-    ``recursive_triggers=ON``. Transactions begun on this engine are deferred (reads);
-    use :func:`write_engine` for writes. Extra keyword arguments go to
-    :func:`sqlalchemy.create_engine`.
+    ``recursive_triggers=ON``. ``journal_mode="delete"`` keeps the rollback journal
+    instead of WAL, for network file systems where WAL seems to work but is unsafe.
+    Transactions begun on this engine are deferred (reads); use :func:`write_engine`
+    for writes. Extra keyword arguments go to :func:`sqlalchemy.create_engine`.
     """
     url = resolve_url(target)
     if url.get_backend_name() == "sqlite":
-        return _create_sqlite_engine(url, **engine_kwargs)
+        return _create_sqlite_engine(url, journal_mode, **engine_kwargs)
     return _create_server_engine(url, **engine_kwargs)
+
+
+def is_configured(engine: Engine) -> bool:
+    """Whether ``engine``'s connections get hermes_store's settings (see :func:`adopt_engine`)."""
+    return engine in _CONFIGURED or engine.dialect.name != "sqlite"
+
+
+def adopt_engine(engine: Engine) -> Engine:
+    """Give an engine made elsewhere the settings of :func:`create_engine`, in place.
+
+    A plain ``sqlalchemy.create_engine("sqlite:///…")`` would run the store with the
+    rollback journal, ``foreign_keys`` off and deferred write transactions. Its
+    connections — also those already pooled, configured on their next checkout — get
+    WAL, the pragmas and ``BEGIN IMMEDIATE`` for writes. Other backends need nothing.
+    Returns ``engine``; adopting twice is harmless.
+    """
+    if is_configured(engine):
+        return engine
+    path = sqlite_path(engine.url)
+    if path is not None:
+        prepare_sqlite_file(path)
+    journal = JournalModeState()
+
+    @sa.event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        # Connections pooled before adoption never saw a connect event of ours.
+        if not record.info.get(_CONFIGURED_KEY):
+            configure_sqlite_connection(dbapi_connection, journal, path)
+            record.info[_CONFIGURED_KEY] = True
+
+    _listen_begin(engine)
+    _CONFIGURED.add(engine)
+    return engine
 
 
 def write_engine(engine: Engine) -> Engine:
@@ -154,29 +198,34 @@ def _connect_args_for_sqlite() -> dict[str, Any]:
     return args
 
 
-def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
+def _create_sqlite_engine(url: URL, journal_mode: JournalMode, **engine_kwargs: Any) -> Engine:
     path = sqlite_path(url)
     if path is not None:
         prepare_sqlite_file(path)
     connect_args = {**_connect_args_for_sqlite(), **engine_kwargs.pop("connect_args", {})}
     engine = sa.create_engine(url, connect_args=connect_args, **engine_kwargs)
-    install_sqlite_hooks(engine, path)
+    install_sqlite_hooks(engine, path, journal_mode)
     return engine
 
 
-def install_sqlite_hooks(engine: Engine, path: Path | None) -> None:
+def install_sqlite_hooks(engine: Engine, path: Path | None, journal_mode: JournalMode = "wal") -> None:
     """The per-connection pragmas and our own ``BEGIN`` on a SQLite engine.
 
     Shared by the sync engine and the asyncio one (``AsyncEngine.sync_engine``): both run
     these hooks synchronously inside SQLAlchemy, on a sqlite3 or an adapted aiosqlite
     connection.
     """
-    journal = JournalModeState()
+    journal = JournalModeState(journal_mode)
 
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         configure_sqlite_connection(dbapi_connection, journal, path)
 
+    _listen_begin(engine)
+    _CONFIGURED.add(engine)
+
+
+def _listen_begin(engine: Engine) -> None:
     @sa.event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
         options = connection.get_execution_options()
@@ -208,12 +257,16 @@ def configure_sqlite_connection(dbapi_connection: Any, journal: JournalModeState
 class JournalModeState:
     """Turns WAL on for each connection, warning once per engine if it must fall back."""
 
-    def __init__(self) -> None:
+    def __init__(self, wanted: JournalMode = "wal") -> None:
+        self.wanted = wanted
         self.warned = False
 
     def apply(self, cursor: Any, path: Path | None) -> None:
         """Turn WAL on through ``cursor`` (a DB-API cursor), else fall back to DELETE."""
         if path is None:
+            return
+        if self.wanted == "delete":
+            cursor.execute("PRAGMA journal_mode=DELETE")
             return
         try:
             # fetchone() on the cursor, not on execute()'s result: adapted async cursors

@@ -26,6 +26,15 @@ def run_in_greenlet(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Coroutin
     return greenlet_spawn(fn, *args, **kwargs)
 
 
+def current_call() -> int:
+    """An id of the running store call, unique among calls in flight.
+
+    Each call runs in a task of its own (see :mod:`hermes_store.aio.completion`), and
+    greenlet code runs while the loop is executing that task.
+    """
+    return id(asyncio.current_task())
+
+
 def pause(seconds: float) -> None:
     """Sleep ``seconds`` from greenlet code without blocking the event loop."""
     await_only(asyncio.sleep(seconds))

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from sqlalchemy import orm
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from hermes_store.aio.bridge import GreenletLock, pause, run_in_greenlet
+from hermes_store.aio.bridge import GreenletLock, current_call, pause, run_in_greenlet
 from hermes_store.aio.completion import CompletionGroup
 from hermes_store.unit_of_work import (
     CHECKPOINT_EVERY_N_WRITES,
@@ -43,6 +43,10 @@ class LoopUnitOfWork(UnitOfWork):
 
     def _pause(self, seconds: float) -> None:
         pause(seconds)
+
+    def _caller(self) -> int:
+        # All tasks share the loop's thread; each store call runs in a greenlet of its own.
+        return current_call()
 
     # Cancellation inside an attempt (only when the call's own task is cancelled, e.g. at
     # loop shutdown) needs nothing extra: SQLAlchemy invalidates a connection whose

@@ -14,6 +14,7 @@ import inspect
 import os
 import stat
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from sqlalchemy import event, orm, text
 from hermes_store import SessionDB
 from hermes_store.aio import AsyncSessionDB, AsyncUnitOfWork, create_async_engine
 from hermes_store.engine import JournalModeWarning
-from hermes_store.errors import WriteConflict
+from hermes_store.errors import NestedWrite, WriteConflict
 
 
 def _public_methods(cls: type) -> dict[str, object]:
@@ -190,3 +191,27 @@ def test_an_in_memory_async_store_works() -> None:
             return (await db.get_session("m"))["message_count"], len(await db.search_messages("memory"))
 
     assert asyncio.run(scenario()) == (1, 1)
+
+
+def test_a_write_nested_in_a_write_raises_nested_write_but_concurrent_tasks_queue(store_path: Path) -> None:
+    async def scenario() -> int:
+        uow = AsyncUnitOfWork(create_async_engine(store_path))
+        try:
+
+            def nested(session: orm.Session) -> None:
+                uow.sync.write(lambda inner: None, "an inner write")
+
+            with pytest.raises(NestedWrite):
+                await uow.write(nested, "an outer write")
+
+            def put(n: int) -> Callable[[orm.Session], None]:
+                return lambda s: (
+                    s.execute(text("INSERT INTO state_meta VALUES (:k, 'v')"), {"k": f"k{n}"}) and None
+                )
+
+            await asyncio.gather(*(uow.write(put(n), "writing") for n in range(50)))
+            return int(await uow.read(lambda s: s.execute(text("SELECT COUNT(*) FROM state_meta")).scalar()))
+        finally:
+            await uow.close()
+
+    assert asyncio.run(scenario()) == 50
