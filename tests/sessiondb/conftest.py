@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from async_proxy import BlockingAsyncSessionDB
+from sqlalchemy import make_url as sa_make_url
 
 from hermes_store import SessionDB
 
@@ -114,6 +115,9 @@ def api(request: pytest.FixtureRequest) -> str:
 def open_store(api: str, target: str | Path) -> SessionDB:
     """A ``SessionDB``, or an ``AsyncSessionDB`` that looks like one (see ``async_proxy``)."""
     if api == "async":
+        driver = os.environ.get("HERMES_TEST_ASYNC_PG_DRIVER")  # e.g. asyncpg; default psycopg_async
+        if driver and isinstance(target, str) and target.startswith("postgresql"):
+            target = sa_make_url(target).set(drivername=f"postgresql+{driver}").render_as_string(False)
         return BlockingAsyncSessionDB(target)  # type: ignore[return-value]
     return SessionDB(target)
 
