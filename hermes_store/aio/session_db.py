@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import sqlalchemy as sa
@@ -27,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from hermes_store.aio.bridge import run_in_greenlet
 from hermes_store.aio.engine import create_async_engine
 from hermes_store.aio.unit_of_work import AsyncUnitOfWork
-from hermes_store.engine import create_engine, sqlite_path
+from hermes_store.engine import adopt_engine, create_engine, sqlite_path
 from hermes_store.facade import SessionDB
 from hermes_store.repository import lineage
 from hermes_store.urls import sync_driver_url
@@ -64,10 +63,13 @@ class AsyncSessionDB:
         engine: AsyncEngine | None = None,
     ) -> None:
         target: str | os.PathLike[str] | URL | None = url if url is not None else (db_path or None)
+        if engine is not None:
+            # A caller's engine gets our connection settings but stays the caller's:
+            # close() leaves its pool alone (as SessionDB does).
+            adopt_engine(engine.sync_engine)
         self.engine = engine if engine is not None else create_async_engine(target)
-        database = self.engine.url.database if self.engine.url.get_backend_name() == "sqlite" else None
-        self.db_path = Path(database) if database else None
-        self.unit_of_work = AsyncUnitOfWork(self.engine)
+        self.db_path = sqlite_path(self.engine.url)
+        self.unit_of_work = AsyncUnitOfWork(self.engine, owns_engine=engine is None)
         self._store: SessionDB | None = None
         self._opening = asyncio.Lock()
         self._closed = False
@@ -117,7 +119,8 @@ class AsyncSessionDB:
         await self.unit_of_work.drain()
         if store is not None:
             await self.unit_of_work.run(store.close)
-        await self.engine.dispose()
+        if self.unit_of_work.sync.owns_engine:
+            await self.engine.dispose()
 
     async def __aenter__(self) -> AsyncSessionDB:
         return await self.open()

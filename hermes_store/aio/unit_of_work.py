@@ -70,6 +70,7 @@ class AsyncUnitOfWork:
         retry_min_s: float = RETRY_MIN_S,
         retry_max_s: float = RETRY_MAX_S,
         checkpoint_every: int = CHECKPOINT_EVERY_N_WRITES,
+        owns_engine: bool = True,
     ) -> None:
         self.engine = engine
         self.sync = LoopUnitOfWork(
@@ -78,6 +79,7 @@ class AsyncUnitOfWork:
             retry_min_s=retry_min_s,
             retry_max_s=retry_max_s,
             checkpoint_every=checkpoint_every,
+            owns_engine=owns_engine,
         )
         self._calls = CompletionGroup()
 
@@ -124,7 +126,11 @@ class AsyncUnitOfWork:
         await self._calls.drain()
 
     async def close(self) -> None:
-        """Wait for calls in flight, checkpoint (SQLite) and release every connection."""
+        """Wait for calls in flight, checkpoint (SQLite) and release the connections held.
+
+        The engine's pool is disposed only when the engine is ours (``owns_engine``).
+        """
         await self.drain()
         await run_in_greenlet(self.sync.close)
-        await self.engine.dispose()
+        if self.sync.owns_engine:
+            await self.engine.dispose()

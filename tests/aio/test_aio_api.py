@@ -215,3 +215,27 @@ def test_a_write_nested_in_a_write_raises_nested_write_but_concurrent_tasks_queu
             await uow.close()
 
     assert asyncio.run(scenario()) == 50
+
+
+def test_an_injected_engine_gets_our_settings_and_stays_the_callers(store_path: Path) -> None:
+    from sqlalchemy.ext.asyncio import create_async_engine as plain_async_engine
+
+    seen: list[str] = []
+
+    async def scenario() -> tuple[object, int]:
+        engine = plain_async_engine(f"sqlite+aiosqlite:///{store_path}")
+        event.listen(engine.sync_engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
+        try:
+            async with AsyncSessionDB(engine=engine) as db:
+                await db.create_session("s", "cli")
+                async with engine.connect() as connection:
+                    mode = (await connection.exec_driver_sql("PRAGMA journal_mode")).scalar()
+            # close() left the caller's pool alone: its connections are still pooled.
+            return mode, engine.pool.checkedin()  # type: ignore[attr-defined]
+        finally:
+            await engine.dispose()
+
+    mode, pooled = asyncio.run(scenario())
+    assert mode == "wal"
+    assert pooled >= 1
+    assert "BEGIN IMMEDIATE" in seen
