@@ -220,11 +220,20 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 
 
+class Rows(list[tuple[str, ...]]):
+    """Table rows, each printed as soon as it is measured (a long run shows progress)."""
+
+    def append(self, row: tuple[str, ...]) -> None:
+        """Keep and print one row."""
+        super().append(row)
+        print("| " + " | ".join(row) + " |", flush=True)
+
+
 def run_backend(name: str, url: str, path: Path | None, args: argparse.Namespace) -> list[tuple[str, ...]]:
     """Every figure for one backend, as table rows (figure, sync, async, ratio)."""
     _load(url, args.sessions, args.messages, args.seed)
     terms = list(known_terms(args.seed).as_dict().values())
-    rows: list[tuple[str, ...]] = []
+    rows = Rows()
     sides = Sides(url)
     try:
         sides.appends(10, 50)  # warm both pools
@@ -280,10 +289,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small smoke run")
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
-    args.sessions, args.messages = (20, 10) if args.quick else (500, 20)
-    args.appends, args.searches = (200, 100) if args.quick else (2000, 400)
-    args.rounds, args.single_rounds = (1, 20) if args.quick else (3, 300)
+    args.sessions, args.messages = (20, 10) if args.quick else (200, 20)
+    args.appends, args.searches = (200, 100) if args.quick else (600, 200)
+    args.rounds, args.single_rounds = (1, 20) if args.quick else (3, 200)
 
+    load = os.getloadavg()
+    print(
+        f"AsyncSessionDB vs SessionDB in a thread pool (load average {load[0]:.2f}, {os.cpu_count()} cores)"
+    )
+    print("| figure | sync (thread pool) | async (tasks) | async / sync |")
+    print("| --- | ---: | ---: | ---: |", flush=True)
     rows: list[tuple[str, ...]] = []
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "state.db"
