@@ -253,9 +253,20 @@ def run_backend(name: str, url: str, path: Path | None, args: argparse.Namespace
             )
             queries = [terms[n % len(terms)] for n in range(args.searches)]
             latencies: dict[str, list[float]] = {"sync": [], "async": []}
+            rates: dict[str, list[float]] = {"sync": [], "async": []}
             for _ in range(args.rounds):
-                for side, (_elapsed, lat) in sides.searches(concurrency, queries).items():
+                for side, (elapsed, lat) in sides.searches(concurrency, queries).items():
                     latencies[side].extend(lat)
+                    rates[side].append(len(queries) / elapsed)
+            sync_r, async_r = median(rates["sync"]), median(rates["async"])
+            rows.append(
+                (
+                    f"{name}: searches/s, {concurrency} callers",
+                    f"{sync_r:,.0f}",
+                    f"{async_r:,.0f}",
+                    f"{async_r / sync_r:.2f}x",
+                )
+            )
             for label, p in (("p50", 50.0), ("p99", 99.0)):
                 s, a = percentile(latencies["sync"], p), percentile(latencies["async"], p)
                 rows.append(
