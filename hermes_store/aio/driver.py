@@ -7,6 +7,10 @@ and one closing — on SQLite, where a statement itself takes tens of microsecon
 hops cost more than the work. The cursor below runs create-execute-fetch-close as one
 function in the worker thread, so each statement costs one hop. Everything else is
 SQLAlchemy's aiosqlite dialect unchanged (connections, errors, commit and rollback).
+
+It leans on two internals, pinned by the ``async`` extra's lower bounds: aiosqlite's
+``Connection._execute`` (run a function in the connection's thread) and the slots of
+SQLAlchemy's adapted cursor (2.0.44+).
 """
 
 from __future__ import annotations
