@@ -25,21 +25,30 @@ class CompletionGroup:
 
     def __init__(self) -> None:
         self._running: set[asyncio.Task[Any]] = set()
+        # Calls whose caller stopped waiting: nobody else will see how they end.
+        self._orphaned: set[asyncio.Task[Any]] = set()
 
     async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run ``coroutine`` in its own task; return its result or raise its error."""
         task = asyncio.ensure_future(coroutine)
         self._running.add(task)
         task.add_done_callback(self._finished)
-        return await asyncio.shield(task)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                self._orphaned.add(task)
+            raise
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self._running.discard(task)
+        orphaned = task in self._orphaned
+        self._orphaned.discard(task)
         if task.cancelled():
             return
         error = task.exception()  # retrieved, so asyncio never reports it as lost
-        if error is not None:
-            log.debug("a store call finished with %r", error)
+        if error is not None and orphaned:
+            log.warning("a store call whose caller was cancelled failed: %r", error)
 
     async def drain(self) -> None:
         """Wait until every call started so far has finished (errors are its callers')."""

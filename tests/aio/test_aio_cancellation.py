@@ -183,3 +183,22 @@ def test_a_cancelled_caller_sees_cancelled_error_and_the_write_lands(store_url: 
     cancelled, count = asyncio.run(scenario())
     assert count == 3
     assert cancelled or delay > 0
+
+
+def test_a_call_whose_caller_was_cancelled_logs_its_failure(
+    store_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nobody awaits it any more, so its error must not vanish silently."""
+
+    async def scenario() -> None:
+        async with AsyncSessionDB(store_url) as db:
+            task = asyncio.create_task(db.append_message("no-such-session", "user", "orphan"))
+            await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await db.unit_of_work.drain()
+
+    with caplog.at_level("WARNING", logger="hermes_store.aio.completion"):
+        asyncio.run(scenario())
+    assert any("caller was cancelled failed" in r.getMessage() for r in caplog.records)
