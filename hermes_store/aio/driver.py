@@ -32,10 +32,29 @@ _Outcome = tuple[Any, int, int | None, list[Any]]
 _NOTHING: _Outcome = (None, -1, None, [])
 
 
-def _run_statement(connection: sqlite3.Connection, operation: str, parameters: Any, many: bool) -> _Outcome:
+# A deferred BEGIN takes no lock and no snapshot until the transaction's first statement,
+# so it travels with that statement instead of costing a hop of its own. BEGIN IMMEDIATE
+# (writes) is never deferred: its lock wait must happen where the unit of work expects it.
+_DEFERRABLE_BEGIN = "BEGIN"
+_PENDING_BEGIN = "_hermes_store_pending_begin"
+
+
+def _begin_pending(driver: Any) -> bool:
+    return bool(getattr(driver, _PENDING_BEGIN, False))
+
+
+def _set_begin_pending(driver: Any, pending: bool) -> None:
+    setattr(driver, _PENDING_BEGIN, pending)
+
+
+def _run_statement(
+    connection: sqlite3.Connection, operation: str, parameters: Any, many: bool, begin_first: bool
+) -> _Outcome:
     """In the worker thread: one statement from cursor creation to its fetched rows."""
     cursor = connection.cursor()
     try:
+        if begin_first:
+            cursor.execute(_DEFERRABLE_BEGIN)
         if many:
             cursor.executemany(operation, parameters)
         elif parameters is None:
@@ -93,6 +112,11 @@ class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
         self._run(operation, seq_of_parameters, many=True)
 
     def _run(self, operation: str, parameters: Any, many: bool) -> None:
+        if operation == _DEFERRABLE_BEGIN and not many and not parameters:
+            _set_begin_pending(self._connection, True)
+            self._outcome = _NOTHING
+            self._rows = collections.deque()
+            return
         try:
             self._outcome = await_only(self._in_worker(operation, parameters, many))
         except Exception as error:
@@ -102,8 +126,16 @@ class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
     async def _in_worker(self, operation: str, parameters: Any, many: bool) -> _Outcome:
         async with self._adapt_connection._execute_mutex:
             driver: aiosqlite.Connection = self._connection  # type: ignore[assignment]
+            begin_first = _begin_pending(driver)
             run = driver._execute  # aiosqlite's "run this in the connection's thread"
-            outcome: _Outcome = await run(_run_statement, driver._conn, operation, parameters, many)  # type: ignore[no-untyped-call]
+            try:
+                outcome: _Outcome = await run(  # type: ignore[no-untyped-call]
+                    _run_statement, driver._conn, operation, parameters, many, begin_first
+                )
+            finally:
+                if begin_first:
+                    # Sent (the BEGIN ran, or failed and SQLAlchemy will roll back).
+                    _set_begin_pending(driver, False)
             return outcome
 
 
@@ -121,10 +153,21 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
         is inside a transaction is a flag sqlite3 reads without touching the database,
         and nothing runs on the connection while its owner is here.
         """
-        driver = self._connection._connection
-        if driver is not None and not driver.in_transaction:
+        if self._nothing_to_end():
             return
         super().rollback()
+
+    def commit(self) -> None:
+        """Commit, skipping the hop when SQLite has no transaction open (nothing ran)."""
+        if self._nothing_to_end():
+            return
+        super().commit()
+
+    def _nothing_to_end(self) -> bool:
+        # A BEGIN still waiting for its first statement ends here without being sent.
+        _set_begin_pending(self._connection, False)
+        driver = self._connection._connection
+        return driver is not None and not driver.in_transaction
 
 
 class OneHopDBAPI(AsyncAdapt_aiosqlite_dbapi):

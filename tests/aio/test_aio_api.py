@@ -239,3 +239,30 @@ def test_an_injected_engine_gets_our_settings_and_stays_the_callers(store_path: 
     assert mode == "wal"
     assert pooled >= 1
     assert "BEGIN IMMEDIATE" in seen
+
+
+def test_a_read_is_one_snapshot_although_its_begin_travels_with_its_first_statement(store_path: Path) -> None:
+    """The one-hop driver sends a read's deferred BEGIN with its first statement."""
+    import sqlite3
+
+    async def scenario() -> tuple[int, int, int]:
+        uow = AsyncUnitOfWork(create_async_engine(store_path))
+        try:
+
+            def work(session: orm.Session) -> tuple[int, int]:
+                count = "SELECT COUNT(*) FROM state_meta"
+                before = int(session.execute(text(count)).scalar_one())
+                other = sqlite3.connect(store_path, isolation_level=None)
+                other.execute("INSERT INTO state_meta VALUES ('written', 'meanwhile')")
+                other.close()
+                return before, int(session.execute(text(count)).scalar_one())
+
+            before, during = await uow.read(work)
+            after = int(
+                await uow.read(lambda s: s.execute(text("SELECT COUNT(*) FROM state_meta")).scalar_one())
+            )
+            return before, during, after
+        finally:
+            await uow.close()
+
+    assert asyncio.run(scenario()) == (0, 0, 1)
