@@ -57,7 +57,3 @@ class GreenletLock:
 
     def __exit__(self, *exc_info: object) -> None:
         self._lock.release()
-
-    def locked(self) -> bool:
-        """Whether some task holds the lock."""
-        return self._lock.locked()
