@@ -6,8 +6,10 @@ between its wake-ups. A store that waited for the lock on the loop (the sync sto
 from a coroutine) shows a gap of at least the 1 s busy timeout — the control test below
 proves the ticker sees that — while ``AsyncSessionDB`` must keep every gap under 20 ms.
 
-Timing-sensitive by nature: garbage collection is paused during the measurement, and the
-figure is printed so a failure on an overloaded machine can be told from a real block.
+Timing-sensitive by nature: garbage collection is paused during the measurement, a
+measurement over 20 ms is repeated (a busy machine can deschedule the process for a few
+ms; a store blocking its loop shows the 1 s busy timeout every time, which fails every
+attempt outright), and the figures are printed.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ TICK_S = 0.01
 MAX_GAP_S = 0.020
 HOLD_S = 2.0
 WAITING_WRITERS = 20
+ATTEMPTS = 3
+BLOCKED_S = 0.5
 
 
 @pytest.fixture
@@ -76,25 +80,36 @@ async def _writers_during_lock(append: Callable[[int], Awaitable[object]]) -> No
 def test_twenty_waiting_writers_never_block_the_loop(
     store_path: Path, processes: Processes, quiet_gc: None
 ) -> None:
-    async def scenario() -> float:
+    async def scenario(session: str) -> float:
         async with AsyncSessionDB(store_path) as db:
-            await db.create_session("lag", "cli")
+            await db.create_session(session, "cli")
             _hold_lock(processes, store_path)
             started = time.perf_counter()
 
             async def append(n: int) -> object:
-                return await db.append_message("lag", "user", f"written while locked {n}")
+                return await db.append_message(session, "user", f"written while locked {n}")
 
             gap = await _max_tick_gap_while(_writers_during_lock(append))
             waited = time.perf_counter() - started
-            assert await db.message_count("lag") == WAITING_WRITERS
+            assert await db.message_count(session) == WAITING_WRITERS
             # The writers really waited for the other process (else nothing was measured).
             assert waited >= HOLD_S * 0.9, waited
             return gap
 
-    gap = asyncio.run(scenario())
-    print(f"\nloop lag under lock contention: max gap {gap * 1000:.1f} ms (loaded machine)")
-    assert gap < MAX_GAP_S, f"the event loop was blocked for {gap * 1000:.1f} ms"
+    # A machine busy with other work can deschedule this process for a few ms at any
+    # moment; that is not the store blocking its loop. So a measurement over the bound is
+    # repeated (up to ATTEMPTS in all), and every attempt must still stay far below the
+    # 1 s busy timeout that a store waiting for the lock on the loop shows each time.
+    gaps: list[float] = []
+    for attempt in range(ATTEMPTS):
+        gaps.append(asyncio.run(scenario(f"lag{attempt}")))
+        if gaps[-1] < MAX_GAP_S:
+            break
+    print(
+        f"\nloop lag under lock contention: max gaps {[round(g * 1000, 1) for g in gaps]} ms (loaded machine)"
+    )
+    assert all(gap < BLOCKED_S for gap in gaps), gaps
+    assert gaps[-1] < MAX_GAP_S, f"the event loop stalled over 20 ms in every attempt: {gaps}"
 
 
 def test_control_the_ticker_sees_a_store_that_blocks_the_loop(store_path: Path, processes: Processes) -> None:
@@ -110,4 +125,4 @@ def test_control_the_ticker_sees_a_store_that_blocks_the_loop(store_path: Path, 
         gap = asyncio.run(_max_tick_gap_while(_writers_during_lock(append)))
     finally:
         db.close()
-    assert gap >= 0.5, f"a blocking store went unnoticed (max gap {gap * 1000:.1f} ms)"
+    assert gap >= BLOCKED_S, f"a blocking store went unnoticed (max gap {gap * 1000:.1f} ms)"
