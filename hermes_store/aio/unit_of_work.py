@@ -3,10 +3,11 @@
 :class:`AsyncUnitOfWork` runs the sync :class:`~hermes_store.unit_of_work.UnitOfWork`
 — the same attempt loop, retry classification, attempt budget, ``WriteConflict``,
 ``BEGIN IMMEDIATE`` and checkpoints — inside a greenlet on an
-:class:`~sqlalchemy.ext.asyncio.AsyncEngine`. Two things differ, both so that the
-event loop is never blocked: writers of one loop queue on an :class:`asyncio.Lock`
-instead of a thread lock, and the jittered pause between attempts is
-``asyncio.sleep``. SQLite's busy timeout is spent in aiosqlite's worker thread.
+:class:`~sqlalchemy.ext.asyncio.AsyncEngine`. Three things differ: writers of one loop
+queue on an :class:`asyncio.Lock` instead of a thread lock and the jittered pause
+between attempts is ``asyncio.sleep`` (so the event loop is never blocked), and the
+writer a nested write is recognised by is the store call's task, not the thread (all
+tasks share one). SQLite's busy timeout is spent in aiosqlite's worker thread.
 
 Every call runs to completion even if the awaiting task is cancelled (see
 :mod:`hermes_store.aio.completion`): a write is either committed whole or not at all.
@@ -45,7 +46,7 @@ class LoopUnitOfWork(UnitOfWork):
         pause(seconds)
 
     def _caller(self) -> int:
-        # All tasks share the loop's thread; each store call runs in a greenlet of its own.
+        # All tasks share the loop's thread; each store call runs in a task of its own.
         return current_call()
 
     # Cancellation inside an attempt (only when the call's own task is cancelled, e.g. at
