@@ -4,6 +4,14 @@ Needs the ``async`` extra (``pip install 'hermes-store[async]'``): aiosqlite and
 SQLAlchemy's greenlet support; PostgreSQL uses psycopg's async mode (``[postgres]``).
 """
 
+try:
+    import aiosqlite  # noqa: F401
+    import greenlet  # type: ignore[import-untyped]  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
+    raise ImportError(
+        f"hermes_store.aio needs the 'async' extra ({exc.name} is missing): pip install 'hermes-store[async]'"
+    ) from exc
+
 from hermes_store.aio.engine import create_async_engine, resolve_async_url
 from hermes_store.aio.session_db import AsyncSessionDB
 from hermes_store.aio.unit_of_work import AsyncUnitOfWork

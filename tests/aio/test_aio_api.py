@@ -266,3 +266,13 @@ def test_a_read_is_one_snapshot_although_its_begin_travels_with_its_first_statem
             await uow.close()
 
     assert asyncio.run(scenario()) == (0, 0, 1)
+
+
+def test_without_the_async_extra_the_import_error_says_what_to_install() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys; sys.modules['aiosqlite'] = None; import hermes_store.aio"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "pip install 'hermes-store[async]'" in result.stderr
