@@ -1,7 +1,8 @@
-"""PostgreSQL fixtures: a fresh database per test on the server named by HERMES_TEST_PG_URL.
+"""PostgreSQL fixtures: a fresh database per test on the server ``pg_admin_url`` gives.
 
-Without that variable (or without a reachable server) the tests skip with the reason;
-with HERMES_TEST_REQUIRE_PG=1 (as CI sets) an unreachable server fails them instead.
+That server is ``HERMES_TEST_PG_URL``'s, or a throwaway one (see ``tests/pg_server.py``);
+without either the tests skip with the reason; with HERMES_TEST_REQUIRE_PG=1 (as CI
+sets) a missing or unreachable server fails them instead.
 """
 
 from __future__ import annotations
@@ -13,23 +14,11 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-PG_URL_VARIABLE = "HERMES_TEST_PG_URL"
-
-
-def _admin_url() -> sa.URL:
-    configured = os.environ.get(PG_URL_VARIABLE)
-    if not configured:
-        reason = f"{PG_URL_VARIABLE} is not set: no PostgreSQL server to test against"
-        if os.environ.get("HERMES_TEST_REQUIRE_PG"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return sa.make_url(configured)
-
 
 @pytest.fixture
-def pg_url() -> Iterator[str]:
+def pg_url(pg_admin_url: str) -> Iterator[str]:
     """URL of a new, empty PostgreSQL database, dropped after the test."""
-    admin = _admin_url()
+    admin = sa.make_url(pg_admin_url)
     name = f"hermes_t_{uuid.uuid4().hex[:12]}"
     engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
     try:
