@@ -16,13 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 from hermes_store.engine import create_engine, write_engine
 from hermes_store.errors import (
+    AuthenticationFailed,
     CorruptDatabase,
+    MissingDriver,
     ReadOnlyStore,
     SchemaError,
     SearchUnavailable,
+    ServerUnavailable,
     StorageFull,
     StoreError,
     UnsafePath,
+    UnsupportedURL,
     WriteConflict,
 )
 from hermes_store.migrate import current_revision, downgrade, ensure_schema, upgrade
@@ -34,14 +38,18 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthenticationFailed",
     "CorruptDatabase",
+    "MissingDriver",
     "ReadOnlyStore",
     "SchemaError",
     "SearchUnavailable",
+    "ServerUnavailable",
     "SessionDB",
     "StorageFull",
     "StoreError",
     "UnsafePath",
+    "UnsupportedURL",
     "WriteConflict",
     "__version__",
     "create_engine",

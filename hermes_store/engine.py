@@ -27,7 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 
-from hermes_store.errors import UnsafePath
+from hermes_store.errors import MissingDriver, UnsafePath, UnsupportedURL
 from hermes_store.paths import default_db_path
 
 STORE_URL_VARIABLE = "HERMES_STORE_URL"
@@ -37,6 +37,10 @@ FILE_MODE = 0o600
 _SIDECARS = ("-wal", "-shm", "-journal")
 _NOT_A_WAL_REFUSAL = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY")
 DIR_MODE = 0o700
+SUPPORTED_BACKENDS = ("sqlite", "postgresql")
+_SUPPORTED_HINT = "use a file path, sqlite:///PATH or postgresql+psycopg://USER@HOST/DATABASE"
+# The extra that installs each backend's default driver.
+_DRIVER_EXTRAS = {"psycopg": "postgres"}
 
 
 class JournalModeWarning(UserWarning):
@@ -60,6 +64,29 @@ def resolve_url(target: str | os.PathLike[str] | URL | None = None) -> URL:
     if isinstance(target, str) and "://" in target:
         return make_url(target)
     return _sqlite_url(Path(target))
+
+
+def parse_url(url: str | URL) -> URL:
+    """A SQLAlchemy URL from ``url``; a string that is not one raises :class:`UnsupportedURL`.
+
+    Unlike :func:`resolve_url`, nothing here is taken as a file path, so a mistyped URL
+    can never create a file named after it.
+    """
+    if isinstance(url, URL):
+        return url
+    if "://" not in url:
+        raise UnsupportedURL(f"not a database URL: {url!r}; {_SUPPORTED_HINT}")
+    try:
+        return make_url(url)
+    except sa.exc.ArgumentError:
+        raise UnsupportedURL(f"not a database URL: {url!r}; {_SUPPORTED_HINT}") from None
+
+
+def check_backend(url: URL) -> None:
+    """Raise :class:`UnsupportedURL` unless ``url`` names SQLite or PostgreSQL."""
+    if url.get_backend_name() not in SUPPORTED_BACKENDS:
+        shown = url.render_as_string(hide_password=True)
+        raise UnsupportedURL(f"hermes_store cannot open {shown!r}: unsupported database; {_SUPPORTED_HINT}")
 
 
 def _sqlite_url(path: Path) -> URL:
@@ -127,6 +154,7 @@ def create_engine(target: str | os.PathLike[str] | URL | None = None, **engine_k
     :func:`sqlalchemy.create_engine`.
     """
     url = resolve_url(target)
+    check_backend(url)
     if url.get_backend_name() == "sqlite":
         return _create_sqlite_engine(url, **engine_kwargs)
     return _create_server_engine(url, **engine_kwargs)
@@ -219,7 +247,21 @@ def _create_server_engine(url: URL, **engine_kwargs: Any) -> Engine:
         # psycopg 3 is the driver we ship an extra for.
         url = url.set(drivername="postgresql+psycopg")
     engine_kwargs.setdefault("pool_pre_ping", True)
-    return sa.create_engine(url, **engine_kwargs)
+    try:
+        return sa.create_engine(url, **engine_kwargs)
+    except sa.exc.NoSuchModuleError:
+        shown = url.render_as_string(hide_password=True)
+        message = f"hermes_store cannot open {shown!r}: unknown driver; {_SUPPORTED_HINT}"
+        raise UnsupportedURL(message) from None
+    except ImportError as exc:
+        raise MissingDriver(_missing_driver_message(url, exc)) from None
+
+
+def _missing_driver_message(url: URL, exc: ImportError) -> str:
+    driver = url.get_driver_name() or url.get_backend_name()
+    extra = _DRIVER_EXTRAS.get(driver)
+    install = f"pip install 'hermes-store[{extra}]'" if extra else f"install the {driver} package"
+    return f"the {driver} driver for {url.get_backend_name()} is not installed ({exc.name or exc}); {install}"
 
 
 def file_mode(path: Path) -> int:

@@ -11,9 +11,11 @@ from typing import NoReturn
 from sqlalchemy import exc as sa_exc
 
 from hermes_store.errors import (
+    AuthenticationFailed,
     CorruptDatabase,
     ReadOnlyStore,
     SearchUnavailable,
+    ServerUnavailable,
     StorageFull,
     StoreError,
 )
@@ -67,6 +69,9 @@ def translate(error: BaseException, operation: str) -> BaseException:
         )
     if name.startswith("SQLITE_IOERR"):
         return StoreError(f"I/O error while {operation} ({name}): {error}")
+    refused = connection_failure(error)
+    if refused is not None:
+        return refused
     if is_missing_search_capability(error):
         return SearchUnavailable(
             f"this SQLite build cannot run the full-text index while {operation} ({_message(error)}): "
@@ -103,6 +108,33 @@ def is_missing_search_capability(error: BaseException) -> bool:
     """
     text = _message(error)
     return "no such module: fts5" in text or "no such tokenizer" in text
+
+
+# libpq reports a failed connection as text only (no SQLSTATE: the session never began).
+_AUTHENTICATION_MARKERS = ("authentication failed", "no password supplied", "role \"", "password is required")
+
+
+def connection_failure(error: BaseException) -> StoreError | None:
+    """The store error for a server connection that could not be made, else ``None``."""
+    original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
+    if not _is_driver_operational_error(original) or getattr(original, "sqlstate", None):
+        return None
+    text = _message(error).strip()
+    detail = " ".join(text.split())
+    if any(marker in text for marker in _AUTHENTICATION_MARKERS):
+        return AuthenticationFailed(
+            f"the PostgreSQL server refused the credentials: {detail}; check the user and password in the URL"
+        )
+    return ServerUnavailable(
+        f"cannot reach the PostgreSQL server: {detail}; check that it is running and that "
+        "the host, port and database in the URL are right"
+    )
+
+
+def _is_driver_operational_error(error: BaseException) -> bool:
+    return type(error).__module__.startswith("psycopg") and any(
+        kind.__name__ == "OperationalError" for kind in type(error).__mro__
+    )
 
 
 # PostgreSQL SQLSTATEs worth retrying whole: serialization failure, deadlock.

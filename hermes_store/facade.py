@@ -23,7 +23,7 @@ from sqlalchemy.engine import URL, Engine
 
 from hermes_store import codec
 from hermes_store.context_sanitizer import sanitize_context
-from hermes_store.engine import create_engine, resolve_url
+from hermes_store.engine import create_engine, parse_url, resolve_url
 from hermes_store.migrate import ensure_schema
 from hermes_store.repository import lineage, listing, messages, meta, sessions
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
@@ -90,7 +90,8 @@ class SessionDB:
         url: str | URL | None = None,
         engine: Engine | None = None,
     ) -> None:
-        target: str | os.PathLike[str] | URL | None = url if url is not None else (db_path or None)
+        # A url= that is not a URL is a mistake, never a file name (no stray files).
+        target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
         self._url = engine.url if engine is not None else resolve_url(target)
         self.engine = engine if engine is not None else create_engine(self._url)
         database = self._url.database if self._url.get_backend_name() == "sqlite" else None

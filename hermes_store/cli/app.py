@@ -25,7 +25,7 @@ from hermes_store.cli.commands_transfer import COMMANDS as TRANSFER_COMMANDS
 from hermes_store.cli.errors import EXPECTED_ERRORS, as_cli_error
 from hermes_store.cli.stats import stats_command
 from hermes_store.cli.target import StoreTarget
-from hermes_store.engine import resolve_url
+from hermes_store.engine import parse_url, resolve_url
 
 PROG_NAME = "hermes-store"
 COMPLETE_VAR = "_HERMES_STORE_COMPLETE"
@@ -85,7 +85,9 @@ def _report_warnings(caught: Sequence[warnings.WarningMessage]) -> None:
 def _build_target(db: str | None, url: str | None, no_color: bool, debug: bool) -> StoreTarget:
     if db is not None:
         return StoreTarget(resolve_url(os.path.expanduser(db)), no_color=no_color, debug=debug)
-    return StoreTarget(resolve_url(url or None), no_color=no_color, debug=debug)
+    # A --url that is not a URL is an error, never taken as a file name to create.
+    parsed = parse_url(url) if url else resolve_url(None)
+    return StoreTarget(parsed, no_color=no_color, debug=debug)
 
 
 @click.group(cls=StoreGroup, epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
