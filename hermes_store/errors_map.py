@@ -131,7 +131,7 @@ def connection_failure(error: BaseException) -> StoreError | None:
     )
 
 
-def _is_driver_operational_error(error: BaseException) -> bool:
+def _is_driver_operational_error(error: BaseException | None) -> bool:
     return type(error).__module__.startswith("psycopg") and any(
         kind.__name__ == "OperationalError" for kind in type(error).__mro__
     )
