@@ -27,7 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 
-from hermes_store.errors import MissingDriver, UnsafePath, UnsupportedURL
+from hermes_store.errors import DatabaseNotFound, MissingDriver, UnsafePath, UnsupportedURL
 from hermes_store.paths import default_db_path
 
 STORE_URL_VARIABLE = "HERMES_STORE_URL"
@@ -144,11 +144,19 @@ def prepare_sqlite_file(path: Path) -> None:
     os.close(fd)
 
 
-def create_engine(target: str | os.PathLike[str] | URL | None = None, **engine_kwargs: Any) -> Engine:
+def create_engine(
+    target: str | os.PathLike[str] | URL | None = None, *, prepare: bool = True, **engine_kwargs: Any
+) -> Engine:
     """Create an engine for ``target`` (a path, a SQLAlchemy URL, or the default database).
 
-    For SQLite the file is created 0600 (with a 0700 directory when the store makes it),
-    and every connection gets WAL, ``foreign_keys=ON``, a 1 s busy timeout and
+    ``prepare=True`` (the default here, for the store's own writers: ``SessionDB``,
+    upgrades) creates a missing SQLite file 0600 (with 0700 folders where the store makes
+    them) and switches it to WAL. ``prepare=False`` (readers, and the public
+    :func:`hermes_store.create_engine`) uses the store exactly as it is: a path with no
+    file behind it raises :class:`DatabaseNotFound`, nothing is created and the journal
+    mode is left alone, so reading never changes a byte.
+
+    Every SQLite connection gets ``foreign_keys=ON``, a 1 s busy timeout and
     ``recursive_triggers=ON``. Transactions begun on this engine are deferred (reads);
     use :func:`write_engine` for writes. Extra keyword arguments go to
     :func:`sqlalchemy.create_engine`.
@@ -156,7 +164,7 @@ def create_engine(target: str | os.PathLike[str] | URL | None = None, **engine_k
     url = resolve_url(target)
     check_backend(url)
     if url.get_backend_name() == "sqlite":
-        return _create_sqlite_engine(url, **engine_kwargs)
+        return _create_sqlite_engine(url, prepare, **engine_kwargs)
     return _create_server_engine(url, **engine_kwargs)
 
 
@@ -176,13 +184,20 @@ def _connect_args_for_sqlite() -> dict[str, Any]:
     return args
 
 
-def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
+def _create_sqlite_engine(url: URL, prepare: bool, **engine_kwargs: Any) -> Engine:
     path = sqlite_path(url)
     if path is not None:
-        prepare_sqlite_file(path)
+        if prepare:
+            prepare_sqlite_file(path)
+        elif not path.exists():
+            raise DatabaseNotFound(
+                f"no database at {path} (nothing was created); create one with "
+                f"hermes_store.SessionDB({str(path)!r}) or 'hermes-store --db {path} upgrade'"
+            )
     connect_args = {**_connect_args_for_sqlite(), **engine_kwargs.pop("connect_args", {})}
     engine = sa.create_engine(url, connect_args=connect_args, **engine_kwargs)
-    journal = _JournalModeState()
+    # Only the store's own writers choose the journal mode; a reader leaves it as it is.
+    journal = _JournalModeState() if prepare else None
 
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -190,7 +205,8 @@ def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            journal.apply(cursor, path)
+            if journal is not None:
+                journal.apply(cursor, path)
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             # Without this, REPLACE-style deletes skip the FTS delete triggers.

@@ -49,6 +49,10 @@ class UnsafePath(StoreError):
     """The database path is a symbolic link or otherwise unsafe to open for writing."""
 
 
+class DatabaseNotFound(StoreError):
+    """There is no database at the path, and opening it was not meant to create one."""
+
+
 class UnsupportedURL(StoreError):
     """The URL cannot be parsed, or names a database hermes_store does not run on.
 

@@ -93,7 +93,7 @@ class SessionDB:
         # A url= that is not a URL is a mistake, never a file name (no stray files).
         target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
         self._url = engine.url if engine is not None else resolve_url(target)
-        self.engine = engine if engine is not None else create_engine(self._url)
+        self.engine = engine if engine is not None else create_engine(self._url, prepare=True)
         database = self._url.database if self._url.get_backend_name() == "sqlite" else None
         self.db_path = Path(database) if database else None
         ensure_schema(self.engine)

@@ -99,7 +99,7 @@ def sessions(
 ) -> None:
     """List recent sessions with their preview, title, source, model and activity."""
     start = _offset(limit, page, offset)
-    with target.session_db() as db:
+    with target.read_db() as db:
         rows = db.list_sessions_rich(
             source=source,
             exclude_sources=list(exclude_source) or None,
@@ -191,7 +191,7 @@ def show(
     target: StoreTarget, session: str, ancestors: bool, full: bool, reasoning: bool, as_json: bool
 ) -> None:
     """Show one conversation: roles, tool calls, tool output, folded reasoning."""
-    with target.session_db() as db:
+    with target.read_db() as db:
         session_id = resolve_session(db, session)
         if as_json:
             echo_json(db.get_messages_as_conversation(session_id, include_ancestors=ancestors))
@@ -273,7 +273,7 @@ def search(
     index; shorter CJK terms are matched as substrings. Any query is accepted.
     """
     start = _offset(limit, page, offset)
-    with target.session_db() as db:
+    with target.read_db() as db:
         hits = db.search_messages(
             query,
             source_filter=list(source) or None,
@@ -355,7 +355,7 @@ def _label(node: LineageNode, kind: str, selected: bool) -> Text:
 @pass_target
 def lineage(target: StoreTarget, session: str, as_json: bool) -> None:
     """Show a session's ancestors and descendants as a tree, with end reasons."""
-    with target.session_db() as db:
+    with target.read_db() as db:
         session_id = resolve_session(db, session)
         ancestors = db.get_ancestors(session_id)
         descendants = db.get_descendants(session_id)
