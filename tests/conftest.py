@@ -8,6 +8,7 @@ Sections (add new fixtures to the section they belong to, or start a new one):
   tests (``tests/migrations/test_builtin.py``) are driven by;
 * postgresql — ``pg_admin_url``: a server to create databases on (``tests/pg_server.py``
   says which: ``HERMES_TEST_PG_URL``, a throwaway cluster, or none — then a skip);
+  ``pg_url``: a new, empty database on it per test;
 * reporting — skips summarised by reason, one line each.
 
 Legacy upstream databases are built with ``tests/legacy_db.py`` (plain sqlite3).
@@ -18,12 +19,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from hermes_store.engine import create_engine
@@ -107,6 +110,27 @@ def pg_admin_url() -> Iterator[str]:
         pytest.skip(reason)
     with pg_server.ThrowawayServer() as server:
         yield server.url("postgres")
+
+
+@pytest.fixture
+def pg_url(pg_admin_url: str) -> Iterator[str]:
+    """URL of a new, empty PostgreSQL database, dropped after the test."""
+    admin = sa.make_url(pg_admin_url)
+    name = f"hermes_t_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    except sa.exc.OperationalError as exc:
+        if os.environ.get("HERMES_TEST_REQUIRE_PG"):
+            raise
+        pytest.skip(f"PostgreSQL at {admin.render_as_string()} is unreachable: {exc.orig}")
+    try:
+        yield admin.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with engine.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        engine.dispose()
 
 
 # --- coverage gate -----------------------------------------------------------------------
