@@ -62,10 +62,17 @@ def translate(error: BaseException, operation: str) -> BaseException:
         )
     # Python's sqlite3 (not SQLite) reports text it cannot decode; in a store that only
     # ever writes UTF-8 that means damaged pages.
-    if name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB" or _is_undecodable_text(error):
+    # No command repairs these (doctor and backup fail on them the same way), so the
+    # advice is the one thing that works: check the path, or restore a copy.
+    if name == "SQLITE_NOTADB":
         return CorruptDatabase(
-            f"the database file is damaged or not a SQLite database while {operation} ({name}); "
-            "restore a backup or run 'hermes-store doctor'"
+            f"the file is not a SQLite database while {operation} ({name}); check the path, "
+            "or restore the store from a backup"
+        )
+    if name.startswith("SQLITE_CORRUPT") or _is_undecodable_text(error):
+        return CorruptDatabase(
+            f"the database file is damaged while {operation} ({name or 'undecodable text'}); "
+            "restore the store from a backup"
         )
     if name.startswith("SQLITE_IOERR"):
         return StoreError(f"I/O error while {operation} ({name}): {error}")
