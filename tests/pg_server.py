@@ -23,6 +23,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from types import TracebackType
 
@@ -121,7 +122,23 @@ class ThrowawayServer:
                 postgres_options=_FAST_SETTINGS,
             )
         self._executor.start()  # type: ignore[attr-defined]
+        self._wait_until_ready()
         return self
+
+    def _wait_until_ready(self, timeout_s: float = 60.0) -> None:
+        # The executor returns once the port accepts connections, which is before the
+        # server accepts sessions ("the database system is starting up").
+        import psycopg
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres").close()
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
     def stop(self) -> None:
         """Stop the server (fast shutdown); the cluster stays for another :meth:`start`."""

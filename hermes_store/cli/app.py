@@ -127,10 +127,21 @@ for _command in (
     cli.add_command(_command)
 
 
+class _TitleCaseLevel(logging.Formatter):
+    """Prints ``Warning:``/``Error:`` rather than logging's ``WARNING:``/``ERROR:``."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        """The record's line, with its level name in title case."""
+        return self._style.format(record).replace(record.levelname, record.levelname.title(), 1)
+
+
 def main(argv: Sequence[str] | None = None) -> Any:
     """Console-script entry point (``hermes-store``)."""
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+        # "Warning: …", as the store's own warnings are printed (and as docs/cli.md says).
+        handler = logging.StreamHandler()
+        handler.setFormatter(_TitleCaseLevel("%(levelname)s: %(message)s"))
+        logging.basicConfig(level=logging.WARNING, handlers=[handler])
     return cli.main(
         args=list(argv) if argv is not None else None,
         prog_name=PROG_NAME,
