@@ -12,14 +12,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.ext.asyncio import create_async_engine as sa_create_async_engine
 
 from hermes_store.aio.driver import one_hop_dbapi
 from hermes_store.engine import (
     BUSY_TIMEOUT_S,
+    check_backend,
     install_sqlite_hooks,
+    parse_url,
     prepare_sqlite_file,
     resolve_url,
     sqlite_path,
@@ -35,10 +37,13 @@ def resolve_async_url(target: str | os.PathLike[str] | URL | None = None) -> URL
     ``psycopg_async`` and ``aiosqlite`` URLs are kept as given.
     """
     if isinstance(target, URL):
-        return async_driver_url(target)
-    if isinstance(target, str) and "://" in target:
-        return async_driver_url(make_url(target))
-    return async_driver_url(resolve_url(target))
+        url = target
+    elif isinstance(target, str) and "://" in target:
+        url = parse_url(target)
+    else:
+        url = resolve_url(target)
+    check_backend(url)
+    return async_driver_url(url)
 
 
 def create_async_engine(

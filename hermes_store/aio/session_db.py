@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from hermes_store.aio.bridge import run_in_greenlet
 from hermes_store.aio.engine import create_async_engine
 from hermes_store.aio.unit_of_work import AsyncUnitOfWork
-from hermes_store.engine import adopt_engine, create_engine, sqlite_path
+from hermes_store.engine import adopt_engine, create_engine, parse_url, sqlite_path
 from hermes_store.facade import SessionDB
 from hermes_store.repository import lineage
 from hermes_store.urls import sync_driver_url
@@ -62,7 +62,8 @@ class AsyncSessionDB:
         url: str | URL | None = None,
         engine: AsyncEngine | None = None,
     ) -> None:
-        target: str | os.PathLike[str] | URL | None = url if url is not None else (db_path or None)
+        # A url= that is not a URL is a mistake, never a file name (as for SessionDB).
+        target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
         if engine is not None:
             # A caller's engine gets our connection settings but stays the caller's:
             # close() leaves its pool alone (as SessionDB does).

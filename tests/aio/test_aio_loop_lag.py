@@ -26,6 +26,9 @@ from aio_support import Processes
 from hermes_store import SessionDB
 from hermes_store.aio import AsyncSessionDB
 
+# Timed: scripts/check runs it after the parallel run, alone (a quiet part of the test process).
+pytestmark = pytest.mark.serial
+
 TICK_S = 0.01
 MAX_GAP_S = 0.020
 HOLD_S = 2.0

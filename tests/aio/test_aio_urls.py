@@ -103,3 +103,14 @@ def test_alembic_and_the_cli_take_asyncio_postgresql_urls(aio_pg_url: str, drive
     _run("-m", "alembic", "-x", f"url={url}", "upgrade", "head")
     assert HEAD_REVISION in _run("-m", "alembic", "-x", f"url={url}", "current").stdout
     assert "postgresql" in _run("-m", "hermes_store.cli", "--url", url, "info").stdout.lower()
+
+
+def test_the_async_store_refuses_what_the_sync_store_refuses(tmp_path: Path) -> None:
+    from hermes_store.aio import AsyncSessionDB
+    from hermes_store.errors import UnsupportedURL
+
+    with pytest.raises(UnsupportedURL):
+        AsyncSessionDB("mysql+aiomysql://u@db/hermes")
+    with pytest.raises(UnsupportedURL):
+        AsyncSessionDB(url=str(tmp_path / "not-a-url.db"))
+    assert not (tmp_path / "not-a-url.db").exists()
