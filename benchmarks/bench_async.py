@@ -49,7 +49,7 @@ _HOLD_LOCK = (
 
 
 def _load(url: str, sessions: int, per_session: int, seed: int) -> None:
-    with SessionDB(url=url) as db:
+    with SessionDB(url) as db:
         for generated in generate_sessions(sessions, per_session, seed):
             db.create_session(generated.id, generated.source, model=generated.model)
             for message in generated.messages:
@@ -99,7 +99,7 @@ class Sides:
     """The sync store and the async store (on its own loop) on one database."""
 
     def __init__(self, url: str) -> None:
-        self.sync = SessionDB(url=url)
+        self.sync = SessionDB(url)
         self.loop = asyncio.new_event_loop()
         self.aio = self.loop.run_until_complete(AsyncSessionDB(url).open())
         self.counter = 0

@@ -33,7 +33,7 @@ def writer(path: str, tag: str, count: int, acks: str, go: str) -> None:
     warnings.simplefilter("ignore")
     from hermes_store import SessionDB, create_engine
 
-    db = SessionDB(engine=create_engine(path, journal_mode="delete"))
+    db = SessionDB(engine=create_engine(path, prepare=True, journal_mode="delete"))
     with open(acks, "a", encoding="utf-8") as out:
         for n in range(count):
             message_id = db.append_message("shared", "user", f"{tag}-{n}")

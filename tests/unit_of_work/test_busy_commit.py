@@ -6,7 +6,7 @@ EXCLUSIVE and, if a reader holds on for longer than the busy timeout, fails with
 SQLITE_BUSY. SQLite keeps that transaction open. The store must end it, so that the
 next attempt can begin and other processes are not locked out.
 
-The store is put on the rollback journal with ``create_engine(..., journal_mode="delete")``
+The store is put on the rollback journal with ``create_engine(..., prepare=True, journal_mode="delete")``
 on SQLite's ordinary ``unix`` VFS: its POSIX locks let SHARED and RESERVED coexist, as
 on a network file system. (The ``unix-dotfile`` VFS used by ``test_journal_fallback.py``
 cannot show this fault: every dot-file lock is exclusive, so a reader and a writer never
@@ -33,7 +33,7 @@ WORKERS = Path(__file__).resolve().parent / "_busy_commit_workers.py"
 
 
 def delete_mode_store(path: Path) -> SessionDB:
-    db = SessionDB(engine=create_engine(path, journal_mode="delete"))
+    db = SessionDB(engine=create_engine(path, prepare=True, journal_mode="delete"))
     db.create_session("shared", "cli")
     return db
 
@@ -119,7 +119,7 @@ def test_writers_and_lock_holding_readers_in_processes_lose_nothing(tmp_path: Pa
         assert check.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert check.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     # Nothing is left stuck: this process too can still write and read.
-    db = SessionDB(engine=create_engine(path, journal_mode="delete"))
+    db = SessionDB(engine=create_engine(path, prepare=True, journal_mode="delete"))
     db.append_message("shared", "user", "after everyone")
     assert db.message_count("shared") == len(acked) + 1
     db.close()
