@@ -22,14 +22,21 @@ _TO_ASYNC = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+psycopg_asy
 ASYNC_DRIVERS = frozenset(driver for _backend, driver in _TO_SYNC)
 
 
+def _backend_and_driver(url: URL) -> tuple[str, str]:
+    # From the URL's text: URL.get_driver_name() loads the dialect when no driver is
+    # named, which fails for a backend SQLAlchemy does not know (reported elsewhere).
+    backend, _, driver = url.drivername.partition("+")
+    return backend, driver
+
+
 def is_async_url(url: URL) -> bool:
     """True when ``url`` names an asyncio driver (aiosqlite, asyncpg, psycopg_async)."""
-    return (url.get_backend_name(), url.get_driver_name()) in _TO_SYNC
+    return _backend_and_driver(url) in _TO_SYNC
 
 
 def sync_driver_url(url: URL) -> URL:
     """``url`` with an asyncio driver replaced by the sync driver for the same database."""
-    drivername = _TO_SYNC.get((url.get_backend_name(), url.get_driver_name()))
+    drivername = _TO_SYNC.get(_backend_and_driver(url))
     return url if drivername is None else url.set(drivername=drivername)
 
 

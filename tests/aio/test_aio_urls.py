@@ -114,3 +114,9 @@ def test_the_async_store_refuses_what_the_sync_store_refuses(tmp_path: Path) -> 
     with pytest.raises(UnsupportedURL):
         AsyncSessionDB(url=str(tmp_path / "not-a-url.db"))
     assert not (tmp_path / "not-a-url.db").exists()
+
+
+def test_mapping_leaves_unknown_backends_for_the_backend_check_to_refuse() -> None:
+    url = sa.make_url("foo://bar")
+    assert not is_async_url(url)
+    assert sync_driver_url(url) is url
