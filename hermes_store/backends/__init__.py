@@ -32,6 +32,8 @@ class Backend(Protocol):
     """How message content's JSON sentinel is stored on this backend."""
     listing_source_column: str
     """The SQL expression for ``s.source`` in listing filters (planner hints differ)."""
+    keeps_idle_connections: bool
+    """Whether read connections are kept between reads instead of returned to the pool."""
     adopts_legacy_files: bool
     """Whether upstream Hermes' unversioned files can exist on this backend."""
 
@@ -55,6 +57,12 @@ class Backend(Protocol):
 
     def float8_type(self, dialect: Dialect) -> TypeEngine[Any]:
         """The column type of 8-byte floats (timestamps, costs)."""
+
+    def prepare_read_connection(self, connection: Connection) -> Connection:
+        """Set up a new connection used for reads; returns it."""
+
+    def begin_snapshot(self, connection: Connection) -> None:
+        """Make the transaction just begun on a read connection one consistent snapshot."""
 
     def lock_for_migration(self, connection: Connection) -> None:
         """Serialise migrators inside the migration's transaction."""

@@ -52,6 +52,8 @@ class PostgreSQLBackend:
     is_file = False
     content_sentinel = POSTGRES_CONTENT_SENTINEL
     listing_source_column = "s.source"
+    # A server connection is checked out per read, so that the pool pre-pings it.
+    keeps_idle_connections = False
     adopts_legacy_files = False
 
     def search_module(self) -> ModuleType:
@@ -86,6 +88,13 @@ class PostgreSQLBackend:
     def float8_type(self, dialect: Dialect) -> TypeEngine[Any]:
         """``double precision``: PostgreSQL's 4-byte ``real`` would round timestamps to minutes."""
         return dialect.type_descriptor(Double())
+
+    def prepare_read_connection(self, connection: Connection) -> Connection:
+        """Nothing to set up."""
+        return connection
+
+    def begin_snapshot(self, connection: Connection) -> None:
+        """Nothing: reads already run in one (READ COMMITTED) transaction."""
 
     def lock_for_migration(self, connection: Connection) -> None:
         """A transaction-scoped advisory lock every migrator takes first."""

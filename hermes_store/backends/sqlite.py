@@ -33,6 +33,8 @@ class SQLiteBackend:
     # newest first and stopping at LIMIT beats computing the preview and last-activity
     # subqueries for every session of a large source.
     listing_source_column = "+s.source"
+    # Idle read connections stay checked out: no pool checkout and reset per read.
+    keeps_idle_connections = True
     adopts_legacy_files = True
 
     def search_module(self) -> ModuleType:
@@ -67,6 +69,15 @@ class SQLiteBackend:
     def float8_type(self, dialect: Dialect) -> TypeEngine[Any]:
         """``REAL`` (8 bytes in SQLite), as upstream Hermes declares timestamps and costs."""
         return dialect.type_descriptor(REAL())
+
+    def prepare_read_connection(self, connection: Connection) -> Connection:
+        """Reads run in SQLite's autocommit mode (each statement its own read transaction,
+        as upstream Hermes reads); :meth:`begin_snapshot` opens one when asked."""
+        return connection.execution_options(**{NO_BEGIN_OPTION: True})
+
+    def begin_snapshot(self, connection: Connection) -> None:
+        """A deferred ``BEGIN``: the first read fixes the snapshot every later one sees."""
+        connection.exec_driver_sql("BEGIN")
 
     def lock_for_migration(self, connection: Connection) -> None:
         """Nothing: the migration's ``BEGIN IMMEDIATE`` already holds the write lock."""

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, delete, func, insert, orm, select, update
+from sqlalchemy import Integer, bindparam, delete, func, insert, select, update
 
-from hermes_store.execution import fetch_dicts, run
+from hermes_store.execution import Bind, fetch_dicts, run
 from hermes_store.models import Message, Session
 
 CONVERSATION_COLUMNS = (
@@ -87,7 +87,7 @@ _BUMP_COUNTERS = (
 )
 
 
-def append(db: orm.Session, session_id: str, message: NewMessage) -> int:
+def append(db: Bind, session_id: str, message: NewMessage) -> int:
     """Insert one message and bump the session's counters; returns the new id.
 
     Raises SQLAlchemy's ``IntegrityError`` when the session does not exist.
@@ -98,7 +98,7 @@ def append(db: orm.Session, session_id: str, message: NewMessage) -> int:
     return int(new_id)
 
 
-def replace_all(db: orm.Session, session_id: str, messages: Sequence[NewMessage]) -> None:
+def replace_all(db: Bind, session_id: str, messages: Sequence[NewMessage]) -> None:
     """Replace a session's transcript; timestamps rise by 1 µs per message from now."""
     run(db, delete(Message).where(Message.session_id == session_id))
     start = time.time()
@@ -119,7 +119,7 @@ def replace_all(db: orm.Session, session_id: str, messages: Sequence[NewMessage]
     )
 
 
-def clear(db: orm.Session, session_id: str) -> None:
+def clear(db: Bind, session_id: str) -> None:
     """Delete a session's messages and zero its message and tool-call counters."""
     run(db, delete(Message).where(Message.session_id == session_id))
     run(db, update(Session).where(Session.id == session_id).values(message_count=0, tool_call_count=0))
@@ -129,7 +129,7 @@ _MESSAGE_SELECT = ", ".join(column.name for column in Message.__table__.columns)
 _CONVERSATION_SELECT = ", ".join(column.name for column in CONVERSATION_COLUMNS)
 
 
-def rows_for(db: orm.Session, session_id: str) -> list[dict[str, Any]]:
+def rows_for(db: Bind, session_id: str) -> list[dict[str, Any]]:
     """All 15 columns of a session's messages as dicts, in insertion order."""
     return fetch_dicts(
         db,
@@ -139,7 +139,7 @@ def rows_for(db: orm.Session, session_id: str) -> list[dict[str, Any]]:
     )
 
 
-def rows_by_session(db: orm.Session, source: str | None = None) -> dict[str, list[dict[str, Any]]]:
+def rows_by_session(db: Bind, source: str | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every message (of sessions of ``source``, if given) grouped by session, in insertion
     order: one query for a whole export instead of one per session."""
     where = "WHERE session_id IN (SELECT id FROM sessions WHERE source = :source)" if source else ""
@@ -154,7 +154,7 @@ def rows_by_session(db: orm.Session, source: str | None = None) -> dict[str, lis
     return grouped
 
 
-def conversation_rows(db: orm.Session, session_ids: Sequence[str]) -> list[dict[str, Any]]:
+def conversation_rows(db: Bind, session_ids: Sequence[str]) -> list[dict[str, Any]]:
     """The replay columns of the messages of ``session_ids`` as dicts, in insertion order."""
     return fetch_dicts(
         db,
@@ -164,7 +164,7 @@ def conversation_rows(db: orm.Session, session_ids: Sequence[str]) -> list[dict[
     )
 
 
-def count(db: orm.Session, session_id: str | None = None) -> int:
+def count(db: Bind, session_id: str | None = None) -> int:
     """Number of messages, of one session when ``session_id`` is given (and non-empty)."""
     query = select(func.count()).select_from(Message)
     if session_id:

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import orm
-
 from hermes_store.backends import backend_for
 from hermes_store.codec import content_text_for_context, decode_content
-from hermes_store.execution import fetch_tuples
+from hermes_store.execution import Bind, fetch_tuples
 from hermes_store.search.filters import SearchFilters
 from hermes_store.search.plan import SearchPlan
 
@@ -24,7 +22,7 @@ CONTEXT_CHARS = 200
 
 
 def find_hits(
-    db: orm.Session, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
+    db: Bind, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
 ) -> list[dict[str, Any]]:
     """The matching messages (without context) for ``plan``, in the session's dialect."""
     if plan.kind == "empty":
@@ -42,7 +40,7 @@ _NEIGHBOURS = """
 _CONTEXT_ROWS = "SELECT id, role, content FROM messages WHERE id IN :ids"
 
 
-def attach_context(db: orm.Session, hits: list[dict[str, Any]]) -> None:
+def attach_context(db: Bind, hits: list[dict[str, Any]]) -> None:
     """Give every hit its ``context``: the previous message, the hit and the next one of
     the same session, each ``{"role", "content"}`` with content cut to 200 characters.
 
