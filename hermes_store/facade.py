@@ -502,8 +502,7 @@ class SessionDB:
                 offset,
                 order_by_last_active=order_by_last_active,
                 project_compression_tips=project_compression_tips and not include_children,
-            ),
-            snapshot=True,
+            )
         )
 
     def search_sessions(

@@ -10,6 +10,7 @@ the only other place that looks at the URL's backend name.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -72,6 +73,9 @@ class Backend(Protocol):
 
     def vacuum(self, engine: Engine) -> None:
         """Reclaim space and refresh statistics, outside any transaction."""
+
+    def storage_facts(self, scalar: Callable[[str], Any]) -> dict[str, Any]:
+        """Facts about the storage for ``hermes-store info``; ``scalar(sql)`` runs a query."""
 
     def after_bulk_copy(self, db: orm.Session) -> None:
         """Repair what a bulk copy with explicit ids leaves behind (sequences)."""

@@ -9,6 +9,7 @@ written.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -107,6 +108,10 @@ class PostgreSQLBackend:
         """``VACUUM (ANALYZE)`` of the store's tables, in autocommit mode."""
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             connection.exec_driver_sql("VACUUM (ANALYZE) sessions, messages")
+
+    def storage_facts(self, scalar: Callable[[str], Any]) -> dict[str, Any]:
+        """The database's size on the server (no journal mode)."""
+        return {"journal_mode": None, "size_bytes": scalar("SELECT pg_database_size(current_database())")}
 
     def after_bulk_copy(self, db: orm.Session) -> None:
         """Move the message id sequence past the largest id copied."""

@@ -9,6 +9,8 @@ SQLite's autocommit mode, and still runs through SQLAlchemy (events see it).
 from __future__ import annotations
 
 import logging
+import sqlite3
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -95,6 +97,16 @@ class SQLiteBackend:
             except Exception as exc:
                 log.debug("WAL truncate skipped: %s", exc)
             connection.exec_driver_sql("VACUUM")
+
+    def storage_facts(self, scalar: Callable[[str], Any]) -> dict[str, Any]:
+        """Journal mode, page figures and the SQLite library version (``hermes-store info``)."""
+        return {
+            "journal_mode": scalar("PRAGMA journal_mode"),
+            "page_size": scalar("PRAGMA page_size"),
+            "page_count": scalar("PRAGMA page_count"),
+            "freelist_count": scalar("PRAGMA freelist_count"),
+            "sqlite_version": sqlite3.sqlite_version,
+        }
 
     def after_bulk_copy(self, db: orm.Session) -> None:
         """Nothing: AUTOINCREMENT follows the largest id inserted."""

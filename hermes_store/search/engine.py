@@ -31,33 +31,31 @@ def find_hits(
     return hits
 
 
-_NEIGHBOURS = """
-    SELECT h.id,
-           (SELECT MAX(p.id) FROM messages p WHERE p.session_id = h.session_id AND p.id < h.id),
-           (SELECT MIN(n.id) FROM messages n WHERE n.session_id = h.session_id AND n.id > h.id)
-    FROM messages h WHERE h.id IN :hit_ids
+# The hit, the message before it and the message after it in the same session, for a
+# whole page of hits: each message is found by id (the primary key).
+_CONTEXT = """
+    SELECT h.id AS hit_id, c.id, c.role, c.content
+    FROM messages h JOIN messages c ON c.id IN (
+        h.id,
+        (SELECT MAX(p.id) FROM messages p WHERE p.session_id = h.session_id AND p.id < h.id),
+        (SELECT MIN(n.id) FROM messages n WHERE n.session_id = h.session_id AND n.id > h.id)
+    )
+    WHERE h.id IN :hit_ids
 """
-_CONTEXT_ROWS = "SELECT id, role, content FROM messages WHERE id IN :ids"
 
 
 def attach_context(db: Bind, hits: list[dict[str, Any]]) -> None:
     """Give every hit its ``context``: the previous message, the hit and the next one of
     the same session, each ``{"role", "content"}`` with content cut to 200 characters.
 
-    Two queries for the whole page of hits, not one per hit.
+    One query for the whole page of hits, not one per hit.
     """
     if not hits:
         return
-    neighbours = fetch_tuples(db, _NEIGHBOURS, {"hit_ids": [hit["id"] for hit in hits]})
-    wanted = {row[0]: [i for i in row if i is not None] for row in neighbours}
-    ids = sorted({i for group in wanted.values() for i in group})
-    rows = fetch_tuples(db, _CONTEXT_ROWS, {"ids": ids}, content_keys=("content",))
-    entries = {
-        row[0]: {
-            "role": row[1],
-            "content": content_text_for_context(decode_content(row[2]))[:CONTEXT_CHARS],
-        }
-        for row in rows
-    }
+    rows = fetch_tuples(db, _CONTEXT, {"hit_ids": [hit["id"] for hit in hits]}, content_keys=("content",))
+    context: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+    for hit_id, message_id, role, content in rows:
+        entry = {"role": role, "content": content_text_for_context(decode_content(content))[:CONTEXT_CHARS]}
+        context.setdefault(hit_id, []).append((message_id, entry))
     for hit in hits:
-        hit["context"] = [dict(entries[i]) for i in sorted(wanted.get(hit["id"], [])) if i in entries]
+        hit["context"] = [entry for _, entry in sorted(context.get(hit["id"], []), key=lambda item: item[0])]
