@@ -1,4 +1,8 @@
-"""Shaping stored message rows into what callers get back: decoded rows and replays.
+"""Messages between the API's shapes and the stored rows, both ways.
+
+:func:`new_message` and :func:`message_from_dict` encode what ``append_message`` and
+``replace_messages`` receive into a row ready to store (see :mod:`hermes_store.codec`);
+:func:`decoded` and the export functions turn stored rows back into ``get_messages``' dicts.
 
 :func:`decoded` turns rows as stored into ``get_messages``' dicts (content and tool
 calls decoded). :func:`replay` builds the OpenAI-format conversation an agent resumes
@@ -14,9 +18,70 @@ from typing import Any
 from hermes_store import codec
 from hermes_store.context_sanitizer import sanitize_context
 from hermes_store.execution import Bind
-from hermes_store.repository import lineage, messages
+from hermes_store.repository import lineage, listing, messages, sessions
 
 _JSON_ASSISTANT_FIELDS = ("reasoning_details", "codex_reasoning_items", "codex_message_items")
+
+
+def new_message(
+    role: str,
+    content: Any = None,
+    *,
+    tool_name: str | None = None,
+    tool_calls: Any = None,
+    tool_call_id: str | None = None,
+    token_count: int | None = None,
+    finish_reason: str | None = None,
+    reasoning: str | None = None,
+    reasoning_content: str | None = None,
+    reasoning_details: Any = None,
+    codex_reasoning_items: Any = None,
+    codex_message_items: Any = None,
+) -> messages.NewMessage:
+    """``append_message``'s arguments as a row to store: content and JSON fields encoded,
+    and how much the message adds to the session's ``tool_call_count``."""
+    return messages.NewMessage(
+        role=role,
+        content=codec.encode_content(content),
+        tool_call_id=tool_call_id,
+        tool_calls=codec.encode_json(tool_calls),
+        tool_name=tool_name,
+        token_count=token_count,
+        finish_reason=finish_reason,
+        reasoning=reasoning,
+        reasoning_content=reasoning_content,
+        reasoning_details=codec.encode_json(reasoning_details),
+        codex_reasoning_items=codec.encode_json(codex_reasoning_items),
+        codex_message_items=codec.encode_json(codex_message_items),
+        tool_call_units=codec.count_tool_calls(tool_calls),
+    )
+
+
+def message_from_dict(entry: dict[str, Any]) -> messages.NewMessage:
+    """One OpenAI-style message dict of ``replace_messages`` as a row to store.
+
+    A missing role is ``"unknown"``; the reasoning fields are kept on assistant messages only.
+    """
+    role = entry.get("role") or "unknown"
+    assistant = role == "assistant"
+
+    def assistant_only(key: str) -> Any:
+        return entry.get(key) if assistant else None
+
+    return new_message(
+        role,
+        entry.get("content"),
+        tool_name=entry.get("tool_name"),
+        tool_calls=entry.get("tool_calls"),
+        tool_call_id=entry.get("tool_call_id"),
+        token_count=entry.get("token_count"),
+        finish_reason=entry.get("finish_reason"),
+        reasoning=assistant_only("reasoning"),
+        reasoning_content=assistant_only("reasoning_content"),
+        reasoning_details=assistant_only("reasoning_details"),
+        codex_reasoning_items=assistant_only("codex_reasoning_items"),
+        codex_message_items=assistant_only("codex_message_items"),
+    )
 
 
 def decoded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -26,6 +91,21 @@ def decoded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if item["tool_calls"]:
             item["tool_calls"] = codec.decode_tool_calls(item["tool_calls"])
     return rows
+
+
+def exported_session(db: Bind, session_id: str) -> dict[str, Any] | None:
+    """A session's row plus ``"messages"`` (decoded), or ``None``."""
+    row = sessions.get_row(db, session_id)
+    if row is None:
+        return None
+    return {**row, "messages": decoded(messages.rows_for(db, session_id))}
+
+
+def exported_all(db: Bind, source: str | None) -> list[dict[str, Any]]:
+    """Every session (of ``source``), most recently active first, each with its messages."""
+    rows = listing.by_last_active(db, source, 100000, 0)
+    by_session = messages.rows_by_session(db, source)
+    return [{**row, "messages": decoded(by_session.get(row["id"], []))} for row in rows]
 
 
 def replay(db: Bind, session_id: str, include_ancestors: bool) -> list[dict[str, Any]]:

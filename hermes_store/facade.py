@@ -20,13 +20,13 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 from sqlalchemy.engine import URL, Engine
 
-from hermes_store import codec, conversation
+from hermes_store import codec, conversation, maintenance
 from hermes_store.engine import create_engine, resolve_url, sqlite_path
 from hermes_store.execution import Bind
 from hermes_store.migrate import ensure_schema
 from hermes_store.repository import lineage, listing, messages, meta, sessions
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
-from hermes_store.search.engine import SearchFilters, attach_context, find_hits
+from hermes_store.search.engine import SearchFilters, search
 from hermes_store.search.plan import plan_search
 from hermes_store.search.sanitize import sanitize_fts5_query
 from hermes_store.titles import MAX_TITLE_LENGTH, sanitize_title
@@ -273,13 +273,7 @@ class SessionDB:
         Returns how many were deleted.
         """
         cutoff = time.time() - 86400
-
-        def work(db: Bind) -> list[str]:
-            ids = sessions.ghost_ids(db, cutoff)
-            sessions.delete_sessions(db, ids)
-            return ids
-
-        deleted = self._write(work, "pruning ghost sessions")
+        deleted = self._write(lambda db: sessions.delete_ghosts(db, cutoff), "pruning ghost sessions")
         remove_transcripts(sessions_dir, deleted)
         return len(deleted)
 
@@ -303,15 +297,7 @@ class SessionDB:
         Raises ``ValueError`` for a title over 100 characters or one another session holds.
         """
         clean = sanitize_title(title)
-
-        def work(db: Bind) -> bool:
-            if clean is not None:
-                owner = sessions.title_owner(db, clean, session_id)
-                if owner is not None:
-                    raise ValueError(f"Title '{clean}' is already in use by session {owner}")
-            return sessions.set_column(db, session_id, title=clean) > 0
-
-        return self._write(work, "setting a title")
+        return self._write(lambda db: sessions.set_title(db, session_id, clean), "setting a title")
 
     def get_session_title(self, session_id: str) -> str | None:
         """The session's title, or ``None``."""
@@ -324,13 +310,7 @@ class SessionDB:
 
     def resolve_session_by_title(self, title: str) -> str | None:
         """The latest ``"<title> #N"`` session if any exists, else the exact match's id."""
-
-        def work(db: Bind) -> str | None:
-            exact = sessions.id_by_title(db, title)
-            numbered = sessions.latest_numbered_variant(db, title)
-            return numbered or exact
-
-        return self._query(work, snapshot=True)
+        return self._query(lambda db: sessions.resolve_title(db, title), snapshot=True)
 
     def get_next_title_in_lineage(self, base_title: str) -> str:
         """The next free numbered title: ``"my project"`` → ``"my project #2"``."""
@@ -398,20 +378,19 @@ class SessionDB:
         ):
             optional_str(name, value)
         optional_int("token_count", token_count)
-        message = messages.NewMessage(
-            role=role,
-            content=codec.encode_content(content),
-            tool_call_id=tool_call_id,
-            tool_calls=codec.encode_json(tool_calls),
+        message = conversation.new_message(
+            role,
+            content,
             tool_name=tool_name,
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id,
             token_count=token_count,
             finish_reason=finish_reason,
             reasoning=reasoning,
             reasoning_content=reasoning_content,
-            reasoning_details=codec.encode_json(reasoning_details),
-            codex_reasoning_items=codec.encode_json(codex_reasoning_items),
-            codex_message_items=codec.encode_json(codex_message_items),
-            tool_call_units=codec.count_tool_calls(tool_calls),
+            reasoning_details=reasoning_details,
+            codex_reasoning_items=codex_reasoning_items,
+            codex_message_items=codex_message_items,
         )
         return self._write(lambda db: messages.append(db, session_id, message), "appending a message")
 
@@ -421,36 +400,8 @@ class SessionDB:
         for entry in messages_:
             if not isinstance(entry, dict):
                 raise TypeError(f"each message must be a dict, not {type(entry).__name__}")
-        prepared = [self._new_message_from_dict(entry) for entry in messages_]
+        prepared = [conversation.message_from_dict(entry) for entry in messages_]
         self._write(lambda db: messages.replace_all(db, session_id, prepared), "replacing messages")
-
-    @staticmethod
-    def _new_message_from_dict(entry: dict[str, Any]) -> messages.NewMessage:
-        role = entry.get("role") or "unknown"
-        assistant = role == "assistant"
-
-        def assistant_only(key: str, encode: bool = False) -> Any:
-            if not assistant:
-                return None
-            value = entry.get(key)
-            return codec.encode_json(value) if encode else value
-
-        tool_calls = entry.get("tool_calls")
-        return messages.NewMessage(
-            role=role,
-            content=codec.encode_content(entry.get("content")),
-            tool_call_id=entry.get("tool_call_id"),
-            tool_calls=codec.encode_json(tool_calls),
-            tool_name=entry.get("tool_name"),
-            token_count=entry.get("token_count"),
-            finish_reason=entry.get("finish_reason"),
-            reasoning=assistant_only("reasoning"),
-            reasoning_content=assistant_only("reasoning_content"),
-            reasoning_details=assistant_only("reasoning_details", encode=True),
-            codex_reasoning_items=assistant_only("codex_reasoning_items", encode=True),
-            codex_message_items=assistant_only("codex_message_items", encode=True),
-            tool_call_units=codec.count_tool_calls(tool_calls),
-        )
 
     def get_messages(self, session_id: str) -> list[dict[str, Any]]:
         """Every message of a session with all 15 columns, in insertion order.
@@ -526,35 +477,15 @@ class SessionDB:
 
         Row and messages come from one read transaction, so they always agree.
         """
-
-        def work(db: Bind) -> dict[str, Any] | None:
-            row = sessions.get_row(db, session_id)
-            if row is None:
-                return None
-            return {**row, "messages": conversation.decoded(messages.rows_for(db, session_id))}
-
-        return self._query(work, snapshot=True)
+        return self._query(lambda db: conversation.exported_session(db, session_id), snapshot=True)
 
     def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
         """Every session (most recently active first) with its ``"messages"``, one snapshot."""
-
-        def work(db: Bind) -> list[dict[str, Any]]:
-            rows = listing.by_last_active(db, source, 100000, 0)
-            by_session = messages.rows_by_session(db, source)
-            return [{**row, "messages": conversation.decoded(by_session.get(row["id"], []))} for row in rows]
-
-        return self._query(work, snapshot=True)
+        return self._query(lambda db: conversation.exported_all(db, source), snapshot=True)
 
     def delete_session(self, session_id: str, sessions_dir: str | os.PathLike[str] | None = None) -> bool:
         """Delete a session and its messages, detaching its children; ``False`` if missing."""
-
-        def work(db: Bind) -> bool:
-            if not sessions.exists_id(db, session_id):
-                return False
-            sessions.delete_sessions(db, [session_id])
-            return True
-
-        deleted = self._write(work, "deleting a session")
+        deleted = self._write(lambda db: sessions.delete_one(db, session_id), "deleting a session")
         if deleted:
             remove_transcripts(sessions_dir, [session_id])
         return deleted
@@ -570,13 +501,7 @@ class SessionDB:
         Live sessions are never pruned; children of pruned sessions are detached.
         """
         cutoff = time.time() - older_than_days * 86400
-
-        def work(db: Bind) -> list[str]:
-            ids = sessions.prunable_ids(db, cutoff, source)
-            sessions.delete_sessions(db, ids)
-            return ids
-
-        pruned = self._write(work, "pruning sessions")
+        pruned = self._write(lambda db: sessions.prune(db, cutoff, source), "pruning sessions")
         remove_transcripts(sessions_dir, pruned)
         return len(pruned)
 
@@ -607,13 +532,7 @@ class SessionDB:
         if plan.kind == "empty":
             return []
         filters = SearchFilters(source_filter, exclude_sources, role_filter)
-
-        def work(db: Bind) -> list[dict[str, Any]]:
-            hits = find_hits(db, plan, filters, limit, offset)
-            attach_context(db, hits)
-            return hits
-
-        return self._query(work)
+        return self._query(lambda db: search(db, plan, filters, limit, offset))
 
     # --- metadata and maintenance ----------------------------------------------------
 
@@ -631,10 +550,8 @@ class SessionDB:
     def vacuum(self) -> None:
         """Checkpoint the WAL (TRUNCATE) and ``VACUUM`` the file (SQLite only)."""
         self._check_open()
-        from hermes_store.maintenance import vacuum
-
         with self._lock:
-            vacuum(self.engine)
+            maintenance.vacuum(self.engine)
 
     def maybe_auto_prune_and_vacuum(
         self,
@@ -647,28 +564,9 @@ class SessionDB:
 
         Returns ``{"skipped", "pruned", "vacuumed"}`` plus ``"error"`` on failure.
         """
-        outcome: dict[str, Any] = {"skipped": False, "pruned": 0, "vacuumed": False}
-        try:
-            last = self.get_meta("last_auto_prune")
-            try:
-                last_run = float(last) if last is not None else None
-            except ValueError:
-                last_run = None
-            if last_run is not None and time.time() - last_run < min_interval_hours * 3600:
-                outcome["skipped"] = True
-                return outcome
-            outcome["pruned"] = self.prune_sessions(retention_days, sessions_dir=sessions_dir)
-            if vacuum and outcome["pruned"] > 0:
-                try:
-                    self.vacuum()
-                    outcome["vacuumed"] = True
-                except Exception as exc:
-                    log.warning("auto-vacuum failed: %s", exc)
-            self.set_meta("last_auto_prune", str(time.time()))
-        except Exception as exc:
-            log.warning("auto-prune failed: %s", exc)
-            outcome["error"] = str(exc)
-        return outcome
+        return maintenance.auto_prune_and_vacuum(
+            self, retention_days, min_interval_hours, vacuum=vacuum, sessions_dir=sessions_dir
+        )
 
     def close(self) -> None:
         """Checkpoint the WAL and close every connection; calling it twice is harmless."""

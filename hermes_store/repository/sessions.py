@@ -173,6 +173,24 @@ def title_owner(db: Bind, title: str, other_than: str) -> str | None:
     )
 
 
+def set_title(db: Bind, session_id: str, title: str | None) -> bool:
+    """Set (``None``: clear) a session's title; ``False`` if there is no such session.
+
+    :raises ValueError: when another session holds the title.
+    """
+    if title is not None:
+        owner = title_owner(db, title, session_id)
+        if owner is not None:
+            raise ValueError(f"Title '{title}' is already in use by session {owner}")
+    return set_column(db, session_id, title=title) > 0
+
+
+def resolve_title(db: Bind, title: str) -> str | None:
+    """The latest ``"<title> #N"`` session if any, else the session titled exactly ``title``."""
+    exact = id_by_title(db, title)
+    return latest_numbered_variant(db, title) or exact
+
+
 def id_by_title(db: Bind, title: str) -> str | None:
     """Id of the session titled exactly ``title`` (case-sensitive)."""
     return scalar_text(db, select(Session.id).where(Session.title == title))
@@ -256,6 +274,28 @@ def delete_sessions(db: Bind, ids: Sequence[str]) -> None:
         run(db, update(Session).where(Session.parent_session_id.in_(chunk)).values(parent_session_id=None))
         run(db, delete(Message).where(Message.session_id.in_(chunk)))
         run(db, delete(Session).where(Session.id.in_(chunk)))
+
+
+def delete_one(db: Bind, session_id: str) -> bool:
+    """Delete one session (see :func:`delete_sessions`); ``False`` if there is none."""
+    if not exists_id(db, session_id):
+        return False
+    delete_sessions(db, [session_id])
+    return True
+
+
+def prune(db: Bind, cutoff: float, source: str | None) -> list[str]:
+    """Delete the ended sessions started before ``cutoff`` (of ``source``); their ids."""
+    ids = prunable_ids(db, cutoff, source)
+    delete_sessions(db, ids)
+    return ids
+
+
+def delete_ghosts(db: Bind, cutoff: float) -> list[str]:
+    """Delete the ghost sessions (:func:`ghost_ids`) started before ``cutoff``; their ids."""
+    ids = ghost_ids(db, cutoff)
+    delete_sessions(db, ids)
+    return ids
 
 
 def prunable_ids(db: Bind, cutoff: float, source: str | None) -> list[str]:

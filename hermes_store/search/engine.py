@@ -16,9 +16,18 @@ from hermes_store.execution import Bind, fetch_tuples
 from hermes_store.search.filters import SearchFilters
 from hermes_store.search.plan import SearchPlan
 
-__all__ = ["CONTEXT_CHARS", "SearchFilters", "attach_context", "find_hits"]
+__all__ = ["CONTEXT_CHARS", "SearchFilters", "attach_context", "find_hits", "search"]
 
 CONTEXT_CHARS = 200
+
+
+def search(
+    db: Bind, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """``search_messages``: the hits of ``plan``, each with its ``context``."""
+    hits = find_hits(db, plan, filters, limit, offset)
+    attach_context(db, hits)
+    return hits
 
 
 def find_hits(
