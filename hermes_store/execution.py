@@ -18,6 +18,7 @@ SQLAlchemy caches its result metadata instead of rebuilding it from the cursor e
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -152,6 +153,16 @@ def run_driver_sql(db: Bind, sql: str, params: Mapping[str, Any]) -> list[Any]:
     return driver_execute(connection, statement, parameters).rows
 
 
+def _expanding(sql: str, values: Mapping[str, Any]) -> frozenset[str]:
+    """The list parameters written ``IN :name``: SQLAlchemy's expanding parameters. A list
+    bound anywhere else (e.g. ``= ANY(:name)``) is one value for the driver."""
+    return frozenset(
+        name
+        for name, value in values.items()
+        if isinstance(value, list | tuple) and re.search(rf"\bIN\s+:{name}\b", sql, re.IGNORECASE)
+    )
+
+
 def _first_statement(sql: str, expanding: frozenset[str]) -> TextClause:
     statement = text(sql)
     if expanding:
@@ -163,7 +174,7 @@ def _execute_text(
     db: Bind, sql: str, params: Mapping[str, Any] | None, content: tuple[str, ...]
 ) -> CursorResult[Any]:
     values = dict(params or {})
-    expanding = frozenset(name for name, value in values.items() if isinstance(value, list | tuple))
+    expanding = _expanding(sql, values)
     key = (sql, expanding, content)
     connection = connection_of(db)
     statement = _prepared.get(key)
@@ -186,7 +197,7 @@ def _fetch(
     db: Bind, sql: str, params: Mapping[str, Any] | None, content: tuple[str, ...]
 ) -> tuple[list[str], list[Any]]:
     values = params or {}
-    if any(isinstance(value, list | tuple) for value in values.values()):
+    if _expanding(sql, values):
         # An IN list: SQLAlchemy's expanding parameters, through Core.
         result = _execute_text(db, sql, values, content)
         return list(result.keys()), list(result.fetchall())

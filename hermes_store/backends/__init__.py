@@ -10,7 +10,7 @@ the only other place that looks at the URL's backend name.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -49,6 +49,14 @@ class Backend(Protocol):
 
     def preview_starts_with_sentinel(self) -> tuple[str, dict[str, Any]]:
         """SQL testing whether ``m.content`` starts with the stored sentinel, and its params."""
+
+    def in_list(self, expression: str, param: str) -> str:
+        """SQL testing ``expression`` against the list bound (by :meth:`list_value`) to
+        ``:param``: one parameter whatever the list's length, so the statement stays the
+        same text and runs on the lean execution path."""
+
+    def list_value(self, values: Sequence[Any]) -> Any:
+        """The value to bind for a list tested with :meth:`in_list`."""
 
     def content_bind_processor(self) -> Any:
         """A function mapping message content to its stored form, or ``None``."""

@@ -9,7 +9,7 @@ written.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -77,6 +77,14 @@ class PostgreSQLBackend:
             "left(m.content, :sentinel_len) = :sentinel",
             {"sentinel": POSTGRES_CONTENT_SENTINEL, "sentinel_len": len(POSTGRES_CONTENT_SENTINEL)},
         )
+
+    def in_list(self, expression: str, param: str) -> str:
+        """``= ANY(array)``: the driver binds a Python list as an array."""
+        return f"{expression} = ANY(:{param})"
+
+    def list_value(self, values: Sequence[Any]) -> Any:
+        """A list (bound as an array)."""
+        return list(values)
 
     def content_bind_processor(self) -> Any:
         """:func:`content_to_storage`."""

@@ -8,9 +8,10 @@ SQLite's autocommit mode, and still runs through SQLAlchemy (events see it).
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -59,6 +60,14 @@ class SQLiteBackend:
             "substr(CAST(m.content AS BLOB), 1, :sentinel_len) = CAST(:sentinel AS BLOB)",
             {"sentinel": CONTENT_JSON_PREFIX, "sentinel_len": len(CONTENT_JSON_PREFIX.encode())},
         )
+
+    def in_list(self, expression: str, param: str) -> str:
+        """The list travels as one JSON array, unpacked by ``json_each``."""
+        return f"{expression} IN (SELECT value FROM json_each(:{param}))"
+
+    def list_value(self, values: Sequence[Any]) -> Any:
+        """A JSON array."""
+        return json.dumps(list(values))
 
     def content_bind_processor(self) -> Any:
         """None: SQLite's TEXT column stores any Python value as it is."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hermes_store.backends import backend_for
 from hermes_store.execution import Bind, fetch_tuples
 
 MAX_DEPTH = 100
@@ -108,7 +109,7 @@ def compression_tip(db: Bind, session_id: str) -> str:
 # The same walk for many roots at once: every step of every chain, deepest last.
 _COMPRESSION_TIPS = """
     WITH RECURSIVE chain(root_id, id, depth) AS (
-        SELECT id, id, 0 FROM sessions WHERE id IN :root_ids
+        SELECT id, id, 0 FROM sessions WHERE {root_ids}
         UNION ALL
         SELECT chain.root_id, (
             SELECT c.id FROM sessions c JOIN sessions p ON p.id = c.parent_session_id
@@ -130,9 +131,10 @@ def compression_tips(db: Bind, root_ids: Sequence[str]) -> dict[str, str]:
     if not root_ids:
         return {}
     tips: dict[str, str] = {}
-    for root_id, session_id in fetch_tuples(
-        db, _COMPRESSION_TIPS, {"root_ids": list(root_ids), "max_depth": MAX_DEPTH}
-    ):
+    backend = backend_for(db)
+    sql = _COMPRESSION_TIPS.format(root_ids=backend.in_list("id", "root_ids"))
+    params = {"root_ids": backend.list_value(root_ids), "max_depth": MAX_DEPTH}
+    for root_id, session_id in fetch_tuples(db, sql, params):
         tips[str(root_id)] = str(session_id)  # ordered by depth: the last one is the tip
     return tips
 

@@ -134,10 +134,13 @@ def rich_rows_for(db: Bind, session_ids: Sequence[str]) -> dict[str, dict[str, A
     preview, preview_params = _preview_sql(db)
     sql = (
         f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active "
-        "FROM sessions s WHERE s.id IN :session_ids"
+        f"FROM sessions s WHERE {backend_for(db).in_list('s.id', 'session_ids')}"
     )
     rows = fetch_dicts(
-        db, sql, {**preview_params, "session_ids": list(session_ids)}, content_keys=("preview",)
+        db,
+        sql,
+        {**preview_params, "session_ids": backend_for(db).list_value(session_ids)},
+        content_keys=("preview",),
     )
     return {row["id"]: row for row in rows}
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
 
+from hermes_store.backends import backend_for
 from hermes_store.execution import Bind, connection_of, fetch_dicts, run, run_driver_sql
 from hermes_store.models import Message, Session
 
@@ -161,10 +162,12 @@ def rows_by_session(db: Bind, source: str | None = None) -> dict[str, list[dict[
 
 def conversation_rows(db: Bind, session_ids: Sequence[str]) -> list[dict[str, Any]]:
     """The replay columns of the messages of ``session_ids`` as dicts, in insertion order."""
+    backend = backend_for(db)
     return fetch_dicts(
         db,
-        f"SELECT {_CONVERSATION_SELECT} FROM messages WHERE session_id IN :session_ids ORDER BY id",
-        {"session_ids": list(session_ids)},
+        f"SELECT {_CONVERSATION_SELECT} FROM messages "
+        f"WHERE {backend.in_list('session_id', 'session_ids')} ORDER BY id",
+        {"session_ids": backend.list_value(session_ids)},
         content_keys=("content",),
     )
 

@@ -49,7 +49,7 @@ _CONTEXT = """
         (SELECT MAX(p.id) FROM messages p WHERE p.session_id = h.session_id AND p.id < h.id),
         (SELECT MIN(n.id) FROM messages n WHERE n.session_id = h.session_id AND n.id > h.id)
     )
-    WHERE h.id IN :hit_ids
+    WHERE {hit_ids}
 """
 
 
@@ -61,7 +61,10 @@ def attach_context(db: Bind, hits: list[dict[str, Any]]) -> None:
     """
     if not hits:
         return
-    rows = fetch_tuples(db, _CONTEXT, {"hit_ids": [hit["id"] for hit in hits]}, content_keys=("content",))
+    backend = backend_for(db)
+    sql = _CONTEXT.format(hit_ids=backend.in_list("h.id", "hit_ids"))
+    params = {"hit_ids": backend.list_value([hit["id"] for hit in hits])}
+    rows = fetch_tuples(db, sql, params, content_keys=("content",))
     context: dict[int, list[tuple[int, dict[str, Any]]]] = {}
     for hit_id, message_id, role, content in rows:
         entry = {"role": role, "content": content_text_for_context(decode_content(content))[:CONTEXT_CHARS]}
