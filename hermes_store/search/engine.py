@@ -8,6 +8,7 @@ carries the message before and after it in the same session (``context``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hermes_store.backends import backend_for
@@ -25,7 +26,7 @@ def search(
     db: Bind, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
 ) -> list[dict[str, Any]]:
     """``search_messages``: the hits of ``plan``, each with its ``context``."""
-    hits = find_hits(db, plan, filters, limit, offset)
+    hits = find_hits(db, plan, replace(filters, backend=backend_for(db)), limit, offset)
     attach_context(db, hits)
     return hits
 
