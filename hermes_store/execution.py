@@ -1,20 +1,28 @@
 """The one place hermes_store executes SQL.
 
-Every statement — ORM-built, Core-built or hand-written text — runs through SQLAlchemy's
-Core :class:`~sqlalchemy.engine.Connection`, never on a driver cursor, so that whatever
-listens to the engine sees all of it: ``echo=True``, ``before_cursor_execute`` /
-``after_cursor_execute`` listeners (query counters, OpenTelemetry) and ``handle_error``.
-Errors therefore arrive in one family, SQLAlchemy's ``DBAPIError`` subclasses, whichever
-method meets them; the unit of work translates the ones that mean something
-(:mod:`hermes_store.errors_map`) once.
+Every statement runs through SQLAlchemy's Core :class:`~sqlalchemy.engine.Connection`
+machinery, never on a bare driver cursor, so that whatever listens to the engine sees all
+of it: ``echo=True``, ``before_cursor_execute``/``after_cursor_execute`` listeners (query
+counters, OpenTelemetry) and ``handle_error``. Errors therefore arrive in one family,
+SQLAlchemy's ``DBAPIError`` subclasses, whichever method meets them; the unit of work
+translates the ones that mean something (:mod:`hermes_store.errors_map`) once.
 
-Hand-written SQL uses named ``:param`` placeholders. A list or tuple value binds as an
-expanding ``IN`` parameter, and columns named in ``content_keys`` are typed as message
-content so that the column type's result processor maps them back from the backend's
-storage form. The statement for a given SQL text is built once: its first run learns the
-result columns, later runs reuse a textual ``SELECT`` with those columns declared, so
-SQLAlchemy caches its result metadata instead of rebuilding it from the cursor each time.
+Two ways in, chosen per statement:
+
+* ORM/Core-built statements (:func:`run`) and hand-written SQL with an ``IN :name`` list
+  go through :meth:`Connection.execute` — the list binds as SQLAlchemy's expanding
+  parameter, and a textual ``SELECT`` is built once per SQL text with its result columns
+  declared (learned on its first run), so SQLAlchemy caches its result metadata;
+* every other hand-written statement (the hot path: append, ``get_session``, search,
+  listing, replay, lineage, ``BEGIN``) runs on the *lean path*, :func:`driver_execute`:
+  the steps of :meth:`Connection.exec_driver_sql` — execution context, events, echo, error
+  wrapping — without building a result object, which costs a few microseconds instead of
+  tens. Its SQL is put into the driver's parameter style once, by SQLAlchemy's compiler.
+
+Columns named in ``content_keys`` hold message content and are mapped back from the
+backend's storage form by :class:`hermes_store.types.MessageContent`'s result processor.
 """
+
 
 from __future__ import annotations
 
