@@ -13,6 +13,7 @@ session was resumed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hermes_store import codec
@@ -37,12 +38,16 @@ def new_message(
     reasoning_details: Any = None,
     codex_reasoning_items: Any = None,
     codex_message_items: Any = None,
+    encode_content: Callable[[Any], Any] = codec.encode_content,
 ) -> messages.NewMessage:
     """``append_message``'s arguments as a row to store: content and JSON fields encoded,
-    and how much the message adds to the session's ``tool_call_count``."""
+    and how much the message adds to the session's ``tool_call_count``.
+
+    ``encode_content`` is the store's content encoder (``SessionDB._encode_content``, a
+    seam upstream's tests patch)."""
     return messages.NewMessage(
         role=role,
-        content=codec.encode_content(content),
+        content=encode_content(content),
         tool_call_id=tool_call_id,
         tool_calls=codec.encode_json(tool_calls),
         tool_name=tool_name,
@@ -57,7 +62,9 @@ def new_message(
     )
 
 
-def message_from_dict(entry: dict[str, Any]) -> messages.NewMessage:
+def message_from_dict(
+    entry: dict[str, Any], encode_content: Callable[[Any], Any] = codec.encode_content
+) -> messages.NewMessage:
     """One OpenAI-style message dict of ``replace_messages`` as a row to store.
 
     A missing role is ``"unknown"``; the reasoning fields are kept on assistant messages only.
@@ -81,6 +88,7 @@ def message_from_dict(entry: dict[str, Any]) -> messages.NewMessage:
         reasoning_details=assistant_only("reasoning_details"),
         codex_reasoning_items=assistant_only("codex_reasoning_items"),
         codex_message_items=assistant_only("codex_message_items"),
+        encode_content=encode_content,
     )
 
 

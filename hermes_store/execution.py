@@ -61,14 +61,14 @@ def run(
     return connection_of(db).execute(statement, params)
 
 
-_driver_sql: dict[tuple[str, str], tuple[str, tuple[str, ...] | None]] = {}
+_driver_sql: dict[tuple[str, type], tuple[str, tuple[str, ...] | None]] = {}
 
 
 def _translated(connection: Connection, sql: str, params: Mapping[str, Any]) -> tuple[str, Any]:
     """``sql`` with named ``:param`` placeholders in the driver's parameter style (done
     once per dialect by SQLAlchemy's compiler) and ``params`` in the matching form."""
     dialect = connection.dialect
-    key = (sql, dialect.name)
+    key = (sql, type(dialect))
     translated = _driver_sql.get(key)
     if translated is None:
         compiled = text(sql).compile(dialect=dialect)

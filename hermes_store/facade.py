@@ -21,7 +21,7 @@ from sqlalchemy import orm
 from sqlalchemy.engine import URL, Engine
 
 from hermes_store import codec, conversation, maintenance
-from hermes_store.engine import create_engine, resolve_url, sqlite_path
+from hermes_store.engine import create_engine, parse_url, resolve_url, sqlite_path
 from hermes_store.execution import Bind
 from hermes_store.migrate import ensure_schema
 from hermes_store.repository import lineage, listing, messages, meta, sessions
@@ -76,9 +76,10 @@ class SessionDB:
         url: str | URL | None = None,
         engine: Engine | None = None,
     ) -> None:
-        target: str | os.PathLike[str] | URL | None = url if url is not None else (db_path or None)
+        # A url= that is not a URL is a mistake, never a file name (no stray files).
+        target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
         self._url = engine.url if engine is not None else resolve_url(target)
-        self.engine = engine if engine is not None else create_engine(self._url)
+        self.engine = engine if engine is not None else create_engine(self._url, prepare=True)
         self.db_path = sqlite_path(self._url)
         ensure_schema(self.engine)
         self._uow = UnitOfWork(self.engine)
@@ -166,8 +167,18 @@ class SessionDB:
         """Whether a code point (or one-character string) is CJK."""
         return is_cjk_codepoint(ord(cp) if isinstance(cp, str) else cp)
 
-    _encode_content = staticmethod(codec.encode_content)
-    _decode_content = staticmethod(codec.decode_content)
+    # Classmethods, as upstream's: Hermes' own tests patch ``SessionDB._encode_content``
+    # (calling the original through ``__func__``) to inject a storage failure, so every
+    # write path encodes content through this seam, never around it.
+    @classmethod
+    def _encode_content(cls, content: Any) -> Any:
+        """Content as stored: lists and dicts become the ``\x00json:`` sentinel text."""
+        return codec.encode_content(content)
+
+    @classmethod
+    def _decode_content(cls, content: Any) -> Any:
+        """Reverse :meth:`_encode_content`; other values come back unchanged."""
+        return codec.decode_content(content)
 
     # --- session lifecycle ---------------------------------------------------------
 
@@ -381,6 +392,7 @@ class SessionDB:
         message = conversation.new_message(
             role,
             content,
+            encode_content=self._encode_content,
             tool_name=tool_name,
             tool_calls=tool_calls,
             tool_call_id=tool_call_id,
@@ -400,7 +412,7 @@ class SessionDB:
         for entry in messages_:
             if not isinstance(entry, dict):
                 raise TypeError(f"each message must be a dict, not {type(entry).__name__}")
-        prepared = [conversation.message_from_dict(entry) for entry in messages_]
+        prepared = [conversation.message_from_dict(entry, self._encode_content) for entry in messages_]
         self._write(lambda db: messages.replace_all(db, session_id, prepared), "replacing messages")
 
     def get_messages(self, session_id: str) -> list[dict[str, Any]]:
