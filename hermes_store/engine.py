@@ -274,8 +274,11 @@ def _listen_begin(engine: Engine) -> None:
         options = connection.get_execution_options()
         if options.get(NO_BEGIN_OPTION):
             return
-        # Through SQLAlchemy (its documented pysqlite recipe), so events see BEGIN too.
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(_WRITE_OPTION) else "BEGIN")
+        # SQLAlchemy's documented pysqlite recipe, on the lean execution path (so that
+        # events see BEGIN too, at little cost: this runs once per transaction).
+        from hermes_store.execution import driver_execute
+
+        driver_execute(connection, "BEGIN IMMEDIATE" if options.get(_WRITE_OPTION) else "BEGIN", begin=False)
 
 
 def configure_sqlite_connection(

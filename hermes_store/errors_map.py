@@ -129,7 +129,7 @@ def is_fts_query_rejection(error: BaseException) -> bool:
 
 
 # libpq reports a failed connection as text only (no SQLSTATE: the session never began).
-_AUTHENTICATION_MARKERS = ("authentication failed", "no password supplied", "role \"", "password is required")
+_AUTHENTICATION_MARKERS = ("authentication failed", "no password supplied", 'role "', "password is required")
 
 
 def connection_failure(error: BaseException) -> StoreError | None:

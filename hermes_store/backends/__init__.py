@@ -10,6 +10,7 @@ the only other place that looks at the URL's backend name.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -32,6 +33,8 @@ class Backend(Protocol):
     """How message content's JSON sentinel is stored on this backend."""
     listing_source_column: str
     """The SQL expression for ``s.source`` in listing filters (planner hints differ)."""
+    keeps_idle_connections: bool
+    """Whether read connections are kept between reads instead of returned to the pool."""
     adopts_legacy_files: bool
     """Whether upstream Hermes' unversioned files can exist on this backend."""
 
@@ -47,6 +50,14 @@ class Backend(Protocol):
     def preview_starts_with_sentinel(self) -> tuple[str, dict[str, Any]]:
         """SQL testing whether ``m.content`` starts with the stored sentinel, and its params."""
 
+    def in_list(self, expression: str, param: str) -> str:
+        """SQL testing ``expression`` against the list bound (by :meth:`list_value`) to
+        ``:param``: one parameter whatever the list's length, so the statement stays the
+        same text and runs on the lean execution path."""
+
+    def list_value(self, values: Sequence[Any]) -> Any:
+        """The value to bind for a list tested with :meth:`in_list`."""
+
     def content_bind_processor(self) -> Any:
         """A function mapping message content to its stored form, or ``None``."""
 
@@ -56,6 +67,12 @@ class Backend(Protocol):
     def float8_type(self, dialect: Dialect) -> TypeEngine[Any]:
         """The column type of 8-byte floats (timestamps, costs)."""
 
+    def prepare_read_connection(self, connection: Connection) -> Connection:
+        """Set up a new connection used for reads; returns it."""
+
+    def begin_snapshot(self, connection: Connection) -> None:
+        """Make the transaction just begun on a read connection one consistent snapshot."""
+
     def lock_for_migration(self, connection: Connection) -> None:
         """Serialise migrators inside the migration's transaction."""
 
@@ -64,6 +81,9 @@ class Backend(Protocol):
 
     def vacuum(self, engine: Engine) -> None:
         """Reclaim space and refresh statistics, outside any transaction."""
+
+    def storage_facts(self, scalar: Callable[[str], Any]) -> dict[str, Any]:
+        """Facts about the storage for ``hermes-store info``; ``scalar(sql)`` runs a query."""
 
     def after_bulk_copy(self, db: orm.Session) -> None:
         """Repair what a bulk copy with explicit ids leaves behind (sequences)."""

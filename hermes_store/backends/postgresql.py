@@ -9,6 +9,7 @@ written.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -52,6 +53,8 @@ class PostgreSQLBackend:
     is_file = False
     content_sentinel = POSTGRES_CONTENT_SENTINEL
     listing_source_column = "s.source"
+    # A server connection is checked out per read, so that the pool pre-pings it.
+    keeps_idle_connections = False
     adopts_legacy_files = False
 
     def search_module(self) -> ModuleType:
@@ -75,6 +78,14 @@ class PostgreSQLBackend:
             {"sentinel": POSTGRES_CONTENT_SENTINEL, "sentinel_len": len(POSTGRES_CONTENT_SENTINEL)},
         )
 
+    def in_list(self, expression: str, param: str) -> str:
+        """``= ANY(array)``: the driver binds a Python list as an array."""
+        return f"{expression} = ANY(:{param})"
+
+    def list_value(self, values: Sequence[Any]) -> Any:
+        """A list (bound as an array)."""
+        return list(values)
+
     def content_bind_processor(self) -> Any:
         """:func:`content_to_storage`."""
         return content_to_storage
@@ -87,6 +98,13 @@ class PostgreSQLBackend:
         """``double precision``: PostgreSQL's 4-byte ``real`` would round timestamps to minutes."""
         return dialect.type_descriptor(Double())
 
+    def prepare_read_connection(self, connection: Connection) -> Connection:
+        """Nothing to set up."""
+        return connection
+
+    def begin_snapshot(self, connection: Connection) -> None:
+        """Nothing: reads already run in one (READ COMMITTED) transaction."""
+
     def lock_for_migration(self, connection: Connection) -> None:
         """A transaction-scoped advisory lock every migrator takes first."""
         connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
@@ -98,6 +116,10 @@ class PostgreSQLBackend:
         """``VACUUM (ANALYZE)`` of the store's tables, in autocommit mode."""
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             connection.exec_driver_sql("VACUUM (ANALYZE) sessions, messages")
+
+    def storage_facts(self, scalar: Callable[[str], Any]) -> dict[str, Any]:
+        """The database's size on the server (no journal mode)."""
+        return {"journal_mode": None, "size_bytes": scalar("SELECT pg_database_size(current_database())")}
 
     def after_bulk_copy(self, db: orm.Session) -> None:
         """Move the message id sequence past the largest id copied."""

@@ -8,7 +8,10 @@ SQLite's autocommit mode, and still runs through SQLAlchemy (events see it).
 
 from __future__ import annotations
 
+import json
 import logging
+import sqlite3
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -33,6 +36,8 @@ class SQLiteBackend:
     # newest first and stopping at LIMIT beats computing the preview and last-activity
     # subqueries for every session of a large source.
     listing_source_column = "+s.source"
+    # Idle read connections stay checked out: no pool checkout and reset per read.
+    keeps_idle_connections = True
     adopts_legacy_files = True
 
     def search_module(self) -> ModuleType:
@@ -56,6 +61,14 @@ class SQLiteBackend:
             {"sentinel": CONTENT_JSON_PREFIX, "sentinel_len": len(CONTENT_JSON_PREFIX.encode())},
         )
 
+    def in_list(self, expression: str, param: str) -> str:
+        """The list travels as one JSON array, unpacked by ``json_each``."""
+        return f"{expression} IN (SELECT value FROM json_each(:{param}))"
+
+    def list_value(self, values: Sequence[Any]) -> Any:
+        """A JSON array."""
+        return json.dumps(list(values))
+
     def content_bind_processor(self) -> Any:
         """None: SQLite's TEXT column stores any Python value as it is."""
         return None
@@ -67,6 +80,15 @@ class SQLiteBackend:
     def float8_type(self, dialect: Dialect) -> TypeEngine[Any]:
         """``REAL`` (8 bytes in SQLite), as upstream Hermes declares timestamps and costs."""
         return dialect.type_descriptor(REAL())
+
+    def prepare_read_connection(self, connection: Connection) -> Connection:
+        """Reads run in SQLite's autocommit mode (each statement its own read transaction,
+        as upstream Hermes reads); :meth:`begin_snapshot` opens one when asked."""
+        return connection.execution_options(**{NO_BEGIN_OPTION: True})
+
+    def begin_snapshot(self, connection: Connection) -> None:
+        """A deferred ``BEGIN``: the first read fixes the snapshot every later one sees."""
+        connection.exec_driver_sql("BEGIN")
 
     def lock_for_migration(self, connection: Connection) -> None:
         """Nothing: the migration's ``BEGIN IMMEDIATE`` already holds the write lock."""
@@ -84,6 +106,16 @@ class SQLiteBackend:
             except Exception as exc:
                 log.debug("WAL truncate skipped: %s", exc)
             connection.exec_driver_sql("VACUUM")
+
+    def storage_facts(self, scalar: Callable[[str], Any]) -> dict[str, Any]:
+        """Journal mode, page figures and the SQLite library version (``hermes-store info``)."""
+        return {
+            "journal_mode": scalar("PRAGMA journal_mode"),
+            "page_size": scalar("PRAGMA page_size"),
+            "page_count": scalar("PRAGMA page_count"),
+            "freelist_count": scalar("PRAGMA freelist_count"),
+            "sqlite_version": sqlite3.sqlite_version,
+        }
 
     def after_bulk_copy(self, db: orm.Session) -> None:
         """Nothing: AUTOINCREMENT follows the largest id inserted."""

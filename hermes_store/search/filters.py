@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hermes_store.backends import Backend
 
 
 @dataclass(frozen=True)
@@ -18,20 +21,28 @@ class SearchFilters:
     sources: Sequence[str] | None = None
     exclude_sources: Sequence[str] | None = None
     roles: Sequence[str] | None = None
+    backend: Backend | None = field(default=None, compare=False)
+    """The store's backend: lists then bind as one value (:meth:`Backend.in_list`),
+    which keeps the search statement on the lean execution path."""
 
     def sql(self) -> tuple[str, dict[str, Any]]:
-        """SQL conditions (leading ``AND``) and their parameters (lists expand for ``IN``)."""
+        """SQL conditions (leading ``AND``) and their parameters."""
         parts: list[str] = []
         params: dict[str, Any] = {}
         if self.sources is not None and not self.sources:
             parts.append("AND 1 = 0")  # an empty include-list matches nothing
         elif self.sources is not None:
-            parts.append("AND s.source IN :sources")
-            params["sources"] = list(self.sources)
+            parts.append("AND " + self._in("s.source", "sources", self.sources, params))
         if self.exclude_sources:
-            parts.append("AND s.source NOT IN :exclude_sources")
-            params["exclude_sources"] = list(self.exclude_sources)
+            condition = self._in("s.source", "exclude_sources", self.exclude_sources, params)
+            parts.append(f"AND NOT ({condition})")
         if self.roles:
-            parts.append("AND m.role IN :roles")
-            params["roles"] = list(self.roles)
+            parts.append("AND " + self._in("m.role", "roles", self.roles, params))
         return " ".join(parts), params
+
+    def _in(self, expression: str, name: str, values: Sequence[str], params: dict[str, Any]) -> str:
+        if self.backend is None:
+            params[name] = list(values)  # an expanding IN parameter
+            return f"{expression} IN :{name}"
+        params[name] = self.backend.list_value(values)
+        return self.backend.in_list(expression, name)

@@ -93,3 +93,29 @@ def test_the_same_fault_raises_the_same_exception_type_from_every_read(tmp_path:
     finally:
         db.close()
     assert set(raised.values()) == {__import__("sqlalchemy").exc.OperationalError}, raised
+
+
+def test_echo_logs_the_hot_path_statements(db: SessionDB, caplog: pytest.LogCaptureFixture) -> None:
+    """``echo`` (SQLAlchemy's statement log) shows what append and get_session run."""
+    import logging
+
+    # Connections read the flag when they are made: set it before the first write.
+    db.engine.echo = True
+    try:
+        with caplog.at_level(logging.INFO, logger="sqlalchemy.engine.Engine"):
+            db.create_session("s1", "cli")
+            db.append_message("s1", "user", "hello")
+            db.get_session("s1")
+    finally:
+        db.engine.echo = False
+    logged = [record.getMessage() for record in caplog.records]
+    assert any(message.startswith("INSERT INTO messages") for message in logged), logged
+    assert any(message.startswith("UPDATE sessions SET message_count") for message in logged), logged
+    assert any(message.startswith("SELECT id, source") for message in logged), logged
+
+
+def test_an_unsupported_backend_is_refused_with_its_name() -> None:
+    from hermes_store.backends import backend_named
+
+    with pytest.raises(ValueError, match="'mysql'"):
+        backend_named("mysql")
