@@ -8,8 +8,9 @@ What this adds to Alembic's stock ``env.py``, and why:
   really begin (pysqlite recipe), so each revision's DDL commits or rolls back whole.
 * ``include_name`` keeps autogenerate and ``alembic check`` to our model tables: FTS5
   virtual tables and their shadow tables must never be proposed for dropping.
-* Upstream's legacy ``schema_version`` row is kept equal to the revision number after
-  every step, up and down, online and in ``--sql`` output.
+* Upstream's legacy ``schema_version`` row is kept in step after every step, up and
+  down, online and in ``--sql`` output (0001–0011 ⇒ 1–11; later revisions keep 11
+  unless they declare otherwise).
 * A legacy database (``schema_version`` without ``alembic_version``) is adopted: stamped
   at the revision its objects really satisfy, then upgraded. A database from a newer
   release is left untouched with a warning.
@@ -31,6 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 from hermes_store import legacy
 from hermes_store.engine import create_engine, resolve_url, write_engine
 from hermes_store.models import Base
+from hermes_store.revisions import History, history
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
@@ -70,11 +72,21 @@ def include_object(obj: Any, name: str | None, type_: str, reflected: bool, comp
     )
 
 
+def scripts() -> History:
+    """The history of the scripts being run (read from their files, cached)."""
+    return history(context.script.dir)
+
+
 def mirror_schema_version(ctx: Any, step: Any, heads: set[str], run_args: Any) -> None:
-    """Keep upstream's ``schema_version`` equal to the revision just reached."""
+    """Keep upstream's ``schema_version`` equal to what the revision just reached leaves.
+
+    0001–0011 are upstream versions 1–11; a later revision keeps 11 (upstream v11 must
+    still read the file) unless its script declares ``schema_version = N``; see
+    :mod:`hermes_store.revisions`.
+    """
     if not heads:
         return  # at base: revision 0001's downgrade has dropped the table
-    version = legacy.version_of_revision(next(iter(heads)))
+    version = scripts().schema_version_of(next(iter(heads)))
     if version is None:
         return
     ctx.impl.execute(sa.text("DELETE FROM schema_version"))
@@ -122,7 +134,8 @@ def run_migrations_online() -> None:
     scope = nullcontext(connectable) if isinstance(connectable, Connection) else connectable.connect()
     with scope as connection:
         assert isinstance(connection, Connection)
-        if not legacy.prepare_for_alembic(connection):
+        history_ = scripts()
+        if not legacy.prepare_for_alembic(connection, history_.revisions, history_.head):
             return
         if connection.in_transaction() and not isinstance(supplied, Connection):
             connection.commit()

@@ -19,12 +19,12 @@ from rich.text import Text
 from sqlalchemy.engine import Connection, Engine
 
 from hermes_store import maintenance
+from hermes_store import revisions as script_history
 from hermes_store.cli import doctor as doctor_checks
 from hermes_store.cli.backup import DEFAULT_PAGES_PER_STEP, backup_sqlite
 from hermes_store.cli.errors import CliError
 from hermes_store.cli.output import console, echo_json, fmt_int, fmt_size, fmt_time, progress_bar
 from hermes_store.cli.target import StoreTarget, pass_target
-from hermes_store.legacy import HEAD_REVISION
 from hermes_store.migrate import read_schema_state
 from hermes_store.repository import sessions as sessions_repo
 
@@ -56,7 +56,7 @@ def gather_info(target: StoreTarget, engine: Engine) -> dict[str, Any]:
         "backend": f"{engine.dialect.name}+{engine.dialect.driver}",
         "revision": state.revision,
         "schema_version": state.legacy_version,
-        "head": HEAD_REVISION,
+        "head": script_history.history().head,
         "at_head": state.at_head,
         "size_bytes": _size(path),
         "wal_bytes": _size(path, "-wal"),
