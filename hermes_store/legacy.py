@@ -102,7 +102,7 @@ _V1_COLUMNS: tuple[tuple[str, str], ...] = tuple(
         "token_count",
     )
 )
-_V11_TRIGGERS = (
+FTS_TRIGGERS = (
     "messages_fts_insert",
     "messages_fts_delete",
     "messages_fts_update",
@@ -148,7 +148,7 @@ class _SqliteSnapshot:
             "content=" not in self.sql.get(("table", t), "content=").replace(" ", "").lower()
             for t in ("messages_fts", "messages_fts_trigram")
         )
-        triggers = all(self.has("trigger", t) for t in _V11_TRIGGERS)
+        triggers = all(self.has("trigger", t) for t in FTS_TRIGGERS)
         feeds_tools = "tool_calls" in self.sql.get(("trigger", "messages_fts_insert"), "")
         return inline and triggers and feeds_tools
 

@@ -14,6 +14,8 @@ What this adds to Alembic's stock ``env.py``, and why:
 * A legacy database (``schema_version`` without ``alembic_version``) is adopted: stamped
   at the revision its objects really satisfy, then upgraded. A database from a newer
   release is left untouched with a warning.
+* Batch mode never touches ``messages``: autogenerate renders its changes unbatched and
+  a revision that drops its FTS triggers is rolled back (``hermes_store.migration_guard``).
 * Programmatic callers may pass an ``Engine`` or a ``Connection`` in
   ``config.attributes["connection"]`` (pytest-alembic passes an Engine).
 """
@@ -29,7 +31,7 @@ import sqlalchemy as sa
 from alembic import context
 from sqlalchemy.engine import Connection, Engine
 
-from hermes_store import legacy
+from hermes_store import legacy, migration_guard
 from hermes_store.engine import create_engine, resolve_url, write_engine
 from hermes_store.models import Base
 from hermes_store.revisions import History, history
@@ -93,6 +95,12 @@ def mirror_schema_version(ctx: Any, step: Any, heads: set[str], run_args: Any) -
     ctx.impl.execute(sa.text(f"INSERT INTO schema_version (version) VALUES ({int(version)})"))
 
 
+def refuse_lost_fts_triggers(ctx: Any, step: Any, heads: set[str], run_args: Any) -> None:
+    """Roll back a revision that left ``messages`` without its FTS triggers (batch mode)."""
+    if heads and ctx.connection is not None and not ctx.as_sql:
+        migration_guard.check_fts_triggers(ctx.connection, next(iter(heads)), scripts())
+
+
 def database_url() -> sa.URL:
     """The target URL: ``-x url=…``, then ``$HERMES_STORE_URL``, then the default path."""
     x_args = context.get_x_argument(as_dictionary=True)
@@ -105,9 +113,12 @@ def configure_options() -> dict[str, Any]:
         "target_metadata": target_metadata,
         "include_name": include_name,
         "include_object": include_object,
+        # Batch mode for SQLite's missing ALTERs, but never on messages: rebuilding it
+        # would drop the FTS triggers (hermes_store.migration_guard).
         "render_as_batch": True,
+        "process_revision_directives": migration_guard.unbatch_protected_tables,
         "transaction_per_migration": True,
-        "on_version_apply": [mirror_schema_version],
+        "on_version_apply": [mirror_schema_version, refuse_lost_fts_triggers],
     }
 
 
