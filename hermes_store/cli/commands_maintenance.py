@@ -173,7 +173,8 @@ def prune(
     with target.session_db() as db:
         if dry_run:
             cutoff = time.time() - days * 86400
-            ids = db._read(lambda session: sessions_repo.prunable_ids(session, cutoff, source))
+            with db.unit_of_work.read() as session:
+                ids = sessions_repo.prunable_ids(session, cutoff, source)
             if as_json:
                 echo_json({"dry_run": True, "count": len(ids), "sessions": ids})
                 return

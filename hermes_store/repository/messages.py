@@ -191,3 +191,9 @@ def count(db: orm.Session, session_id: str | None = None) -> int:
     if session_id:
         query = query.where(Message.session_id == session_id)
     return int(db.execute(query).scalar_one())
+
+
+def has_earlier(db: orm.Session, session_id: str, message_id: int) -> bool:
+    """Whether session ``session_id`` holds a message stored before ``message_id``."""
+    query = select(Message.id).where(Message.session_id == session_id, Message.id < message_id).limit(1)
+    return db.execute(query).first() is not None

@@ -284,3 +284,14 @@ def count(db: orm.Session, source: str | None = None) -> int:
     if source:
         query = query.where(Session.source == source)
     return int(db.execute(query).scalar_one())
+
+
+def ids_with_prefix(db: orm.Session, prefix: str, limit: int) -> list[tuple[str, str | None]]:
+    """Up to ``limit`` (id, title) pairs whose id starts with ``prefix`` (literally), newest first."""
+    query = (
+        select(Session.id, Session.title)
+        .where(Session.id.like(escape_like(prefix) + "%", escape="\\"))
+        .order_by(Session.started_at.desc())
+        .limit(limit)
+    )
+    return [(str(row[0]), row[1]) for row in db.execute(query)]
