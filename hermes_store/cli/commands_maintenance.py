@@ -13,19 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import click
-import sqlalchemy as sa
 from rich.table import Table
 from rich.text import Text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy import orm
+from sqlalchemy.engine import Engine
 
+from hermes_store import doctor as doctor_checks
 from hermes_store import maintenance
 from hermes_store import revisions as script_history
-from hermes_store.cli import doctor as doctor_checks
-from hermes_store.cli.backup import DEFAULT_PAGES_PER_STEP, backup_sqlite
+from hermes_store.backup import DEFAULT_PAGES_PER_STEP, backup_sqlite
 from hermes_store.cli.errors import CliError
 from hermes_store.cli.output import console, echo_json, fmt_int, fmt_size, fmt_time, progress_bar
 from hermes_store.cli.target import StoreTarget, pass_target
 from hermes_store.migrate import read_schema_state
+from hermes_store.repository import facts
 from hermes_store.repository import sessions as sessions_repo
 
 # --- info ---------------------------------------------------------------------------------
@@ -36,14 +37,6 @@ def _size(path: Path | None, suffix: str = "") -> int | None:
         return None
     candidate = Path(f"{path}{suffix}")
     return candidate.stat().st_size if candidate.exists() else 0
-
-
-def _safe_scalar(connection: Connection, sql: str) -> Any:
-    try:
-        return connection.exec_driver_sql(sql).scalar()
-    except sa.exc.DBAPIError:
-        connection.rollback()
-        return None
 
 
 def gather_info(target: StoreTarget, engine: Engine) -> dict[str, Any]:
@@ -62,31 +55,11 @@ def gather_info(target: StoreTarget, engine: Engine) -> dict[str, Any]:
         "wal_bytes": _size(path, "-wal"),
         "shm_bytes": _size(path, "-shm"),
     }
-    with engine.connect() as connection:
-        if engine.dialect.name == "sqlite":
-            info["journal_mode"] = _safe_scalar(connection, "PRAGMA journal_mode")
-            info["page_size"] = _safe_scalar(connection, "PRAGMA page_size")
-            info["page_count"] = _safe_scalar(connection, "PRAGMA page_count")
-            info["freelist_count"] = _safe_scalar(connection, "PRAGMA freelist_count")
-            info["sqlite_version"] = sqlite3.sqlite_version
-        else:
-            info["journal_mode"] = None
-            info["size_bytes"] = _safe_scalar(connection, "SELECT pg_database_size(current_database())")
-        info["sessions"] = _safe_scalar(connection, "SELECT COUNT(*) FROM sessions")
-        info["live_sessions"] = _safe_scalar(
-            connection, "SELECT COUNT(*) FROM sessions WHERE ended_at IS NULL"
-        )
-        info["messages"] = _safe_scalar(connection, "SELECT COUNT(*) FROM messages")
-        info["first_started"] = _safe_scalar(connection, "SELECT MIN(started_at) FROM sessions")
-        info["last_started"] = _safe_scalar(connection, "SELECT MAX(started_at) FROM sessions")
-        try:
-            rows = connection.exec_driver_sql(
-                "SELECT source, COUNT(*) FROM sessions GROUP BY source ORDER BY COUNT(*) DESC, source"
-            ).all()
-            info["sources"] = {str(row[0]): int(row[1]) for row in rows}
-        except sa.exc.DBAPIError:
-            connection.rollback()
-            info["sources"] = {}
+    with orm.Session(engine) as session:
+        info.update(facts.storage(session))
+        info.update(facts.counts(session))
+    if engine.dialect.name == "sqlite":
+        info["sqlite_version"] = sqlite3.sqlite_version
     return info
 
 

@@ -17,6 +17,8 @@ from typing import Any
 import click
 from rich.progress import Progress
 from rich.table import Table
+from sqlalchemy import orm
+from sqlalchemy.engine import Engine
 
 from hermes_store import migrate
 from hermes_store import revisions as script_history
@@ -25,6 +27,7 @@ from hermes_store.cli.output import console, echo_json, fmt_int, progress_bar
 from hermes_store.cli.target import StoreTarget, pass_target
 from hermes_store.legacy import HEAD_VERSION
 from hermes_store.migrate import SchemaState, read_schema_state
+from hermes_store.repository import facts
 
 _ALEMBIC_RUNTIME_LOGGER = "alembic.runtime.migration"
 
@@ -88,13 +91,9 @@ class _StepTracker(logging.Handler):
         self.progress.update(task.id, description=f"{step}{rows}")
 
 
-def _message_count(engine: Any) -> int | None:
-    try:
-        with engine.connect() as connection:
-            value = connection.exec_driver_sql("SELECT COUNT(*) FROM messages").scalar()
-            return int(value or 0)
-    except Exception:  # no messages table yet: nothing to backfill
-        return None
+def _message_count(engine: Engine) -> int | None:
+    with orm.Session(engine) as session:
+        return facts.message_total(session)
 
 
 @contextmanager

@@ -52,13 +52,23 @@ def test_a_composed_write_that_fails_leaves_nothing(db_path: Path) -> None:
         _ = db.unit_of_work
 
 
-def test_the_cli_uses_no_private_sessiondb_attribute() -> None:
+def cli_lines_matching(pattern: str) -> list[str]:
     cli = REPO_ROOT / "hermes_store" / "cli"
-    private = re.compile(r"\bdb\._[a-z]")
-    found = [
+    found = re.compile(pattern)
+    return [
         f"{path.name}:{number}: {line.strip()}"
         for path in sorted(cli.glob("*.py"))
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
-        if private.search(line)
+        if found.search(line)
     ]
+
+
+def test_the_cli_uses_no_private_sessiondb_attribute() -> None:
+    found = cli_lines_matching(r"\bdb\._[a-z]")
+    assert found == [], os.linesep.join(found)
+
+
+def test_the_cli_runs_no_sql_of_its_own() -> None:
+    # Its queries live in hermes_store.repository (and .doctor, .backup); the CLI prints.
+    found = cli_lines_matching(r"exec_driver_sql|(?<![.\w])(?:select|insert|update|delete|text)\(|PRAGMA")
     assert found == [], os.linesep.join(found)
