@@ -127,18 +127,16 @@ def ensure_schema(engine: Engine, script_location: str | None = None) -> SchemaS
     def read() -> SchemaState:
         return read_schema_state(engine, script_location)
 
-    state = _waiting_out_other_migrators(read, "reading the schema version", engine.dispose)
+    state = _waiting_out_other_migrators(read, "reading the schema version")
     if state.at_head or state.newer:
         if state.newer:
             _warn_newer(state)
         return state
     upgrade(engine, script_location=script_location)
-    return _waiting_out_other_migrators(read, "reading the schema version", engine.dispose)
+    return _waiting_out_other_migrators(read, "reading the schema version")
 
 
-def _waiting_out_other_migrators(
-    work: Callable[[], T], operation: str, before_retry: Callable[[], None] = lambda: None
-) -> T:
+def _waiting_out_other_migrators(work: Callable[[], T], operation: str) -> T:
     """Run ``work``; while another process holds the database for a migration, retry it.
 
     Lock errors are retried with 20–150 ms jitter for up to :data:`MIGRATION_LOCK_WAIT_S`;
@@ -151,7 +149,6 @@ def _waiting_out_other_migrators(
         except (sa.exc.DBAPIError, sqlite3.Error) as exc:
             if not is_lock_error(exc) or time.monotonic() > deadline:
                 raise_translated(exc, operation)
-            before_retry()
             time.sleep(random.uniform(0.02, 0.15))
 
 
