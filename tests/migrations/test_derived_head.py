@@ -133,3 +133,37 @@ def test_a_branched_history_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(SchemaError, match="merge"):
         history(location)
+
+
+def write_scripts(tmp_path: Path, *scripts: str) -> str:
+    versions = tmp_path / "scripts" / "versions"
+    versions.mkdir(parents=True)
+    (versions / "__init__.py").write_text("")
+    for number, text in enumerate(scripts):
+        (versions / f"r{number}.py").write_text(text)
+    return str(versions.parent)
+
+
+@pytest.mark.parametrize(
+    ("scripts", "complaint"),
+    [
+        ((), "no revision scripts"),
+        (('revision = "a"\n',), "no down_revision"),
+        (('revision = "a"\ndown_revision = None\n', 'revision = "b"\ndown_revision = "x"\n'), "descend"),
+    ],
+)
+def test_unreadable_histories_are_refused_with_a_reason(
+    tmp_path: Path, scripts: tuple[str, ...], complaint: str
+) -> None:
+    with pytest.raises(SchemaError, match=complaint):
+        history(write_scripts(tmp_path, *scripts))
+
+
+def test_annotated_assignments_are_read(tmp_path: Path) -> None:
+    location = write_scripts(
+        tmp_path,
+        'revision: str = "a"\ndown_revision: str | None = None\n',
+        "revision: str = 'b'\ndown_revision: Union[str, None] = 'a'\nschema_version: int = 3\n",
+    )
+    assert history(location).revisions == ("a", "b")
+    assert history(location).schema_versions == (None, 3)
