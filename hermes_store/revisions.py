@@ -71,8 +71,12 @@ class _Script:
     schema_version: int | None
 
 
+@lru_cache(maxsize=16)
 def history(location: str | None = None) -> History:
-    """The history of the scripts in ``location`` (default: the shipped migrations)."""
+    """The history of the scripts in ``location`` (default: the shipped migrations).
+
+    Read once per location per process: scripts do not change under a running program.
+    """
     return _history(str(Path(location or migrations_path()).resolve()))
 
 
