@@ -6,8 +6,11 @@ revision that rebuilds the table anyway is rolled back with a reason.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -15,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import produce_migrations, render_python_code
 from alembic.runtime.migration import MigrationContext
+from support import REPO_ROOT, subprocess_env
 
 from hermes_store import SessionDB, create_engine, ensure_schema
 from hermes_store.errors import SchemaError
@@ -114,3 +118,43 @@ def test_a_revision_that_rebuilds_messages_in_batch_mode_is_rolled_back(tmp_path
     with SessionDB(path) as db:
         after = db.append_message("s", "user", "searchable after")
         assert sorted(hit["id"] for hit in db.search_messages("searchable")) == [1, after]
+
+
+def test_alembic_revision_autogenerate_writes_messages_changes_unbatched(tmp_path: Path) -> None:
+    """The real ``alembic revision --autogenerate`` through our env.py, models given a new column."""
+    path = tmp_path / "state.db"
+    SessionDB(path).close()
+    location = tmp_path / "migrations"
+    shutil.copytree(migrations_path(), location, ignore=shutil.ignore_patterns("__pycache__"))
+    env = location / "env.py"
+    # The only change to the copy: the models grow a column before env.py reads them.
+    env.write_text(
+        env.read_text().replace(
+            "target_metadata = Base.metadata\n",
+            'Base.metadata.tables["messages"].append_column(sa.Column("mood", sa.Text))\n'
+            "target_metadata = Base.metadata\n",
+        )
+    )
+    ini = tmp_path / "alembic.ini"
+    ini.write_text(
+        re.sub(
+            r"^script_location = .*$",
+            f"script_location = {location}",
+            (REPO_ROOT / "alembic.ini").read_text(),
+            flags=re.MULTILINE,
+        )
+    )
+    command = [sys.executable, "-m", "alembic", "-c", str(ini), "-x", f"url=sqlite:///{path}"]
+    result = subprocess.run(
+        [*command, "revision", "--autogenerate", "-m", "mood"],
+        cwd=tmp_path,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    (written,) = (location / "versions").glob("*_mood.py")
+    code = written.read_text()
+    assert "op.add_column('messages', sa.Column('mood'" in code
+    assert "batch_alter_table('messages'" not in code
