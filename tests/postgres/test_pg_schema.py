@@ -16,10 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _alembic(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "alembic", "-x", f"url={url}", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
+        cwd=REPO, capture_output=True, text=True, check=False,
     )
 
 
@@ -39,10 +36,9 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
     assert {"idx_messages_session", "idx_messages_fts", "idx_messages_trgm"} <= message_indexes
     with create_engine(pg_url).connect() as connection:
         assert connection.exec_driver_sql("SELECT version FROM schema_version").scalars().all() == [11]
-        assert (
-            connection.exec_driver_sql("SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'").scalar()
-            == 1
-        )
+        assert connection.exec_driver_sql(
+            "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'"
+        ).scalar() == 1
     assert current_revision(pg_url) == "0011"
 
 
