@@ -54,6 +54,13 @@ class History:
         """The upstream ``schema_version`` a database at head holds."""
         return self.schema_versions[-1]
 
+    @property
+    def next_revision_id(self) -> str:
+        """The id a new revision takes: the head's number plus one, four digits (``"0012"``)."""
+        if not self.head.isdigit():
+            raise SchemaError(f"head revision {self.head!r} is not numbered; pass --rev-id")
+        return f"{int(self.head) + 1:04d}"
+
     def __contains__(self, revision: object) -> bool:
         return revision in self.revisions
 

@@ -14,6 +14,7 @@ What this adds to Alembic's stock ``env.py``, and why:
 * A legacy database (``schema_version`` without ``alembic_version``) is adopted: stamped
   at the revision its objects really satisfy, then upgraded. A database from a newer
   release is left untouched with a warning.
+* ``alembic revision`` numbers a new script after head (``0012``…) unless ``--rev-id`` is given.
 * Batch mode never touches ``messages``: autogenerate renders its changes unbatched and
   a revision that drops its FTS triggers is rolled back (``hermes_store.migration_guard``).
 * Programmatic callers may pass an ``Engine`` or a ``Connection`` in
@@ -101,6 +102,14 @@ def refuse_lost_fts_triggers(ctx: Any, step: Any, heads: set[str], run_args: Any
         migration_guard.check_fts_triggers(ctx.connection, next(iter(heads)), scripts())
 
 
+def process_revision_directives(ctx: Any, revision: Any, directives: list[Any]) -> None:
+    """``alembic revision``: number the new script after head, keep batch mode off messages."""
+    migration_guard.unbatch_protected_tables(ctx, revision, directives)
+    if getattr(config.cmd_opts, "rev_id", None) is None:
+        for script in directives:
+            script.rev_id = scripts().next_revision_id
+
+
 def database_url() -> sa.URL:
     """The target URL: ``-x url=…``, then ``$HERMES_STORE_URL``, then the default path."""
     x_args = context.get_x_argument(as_dictionary=True)
@@ -116,7 +125,7 @@ def configure_options() -> dict[str, Any]:
         # Batch mode for SQLite's missing ALTERs, but never on messages: rebuilding it
         # would drop the FTS triggers (hermes_store.migration_guard).
         "render_as_batch": True,
-        "process_revision_directives": migration_guard.unbatch_protected_tables,
+        "process_revision_directives": process_revision_directives,
         "transaction_per_migration": True,
         "on_version_apply": [mirror_schema_version, refuse_lost_fts_triggers],
     }

@@ -156,5 +156,7 @@ def test_alembic_revision_autogenerate_writes_messages_changes_unbatched(tmp_pat
     assert result.returncode == 0, result.stderr
     (written,) = (location / "versions").glob("*_mood.py")
     code = written.read_text()
+    assert f"revision = '{history().next_revision_id}'" in code  # numbered after head
+    assert history(str(location)).head == history().next_revision_id  # and read as the new head
     assert "op.add_column('messages', sa.Column('mood'" in code
     assert "batch_alter_table('messages'" not in code
