@@ -183,10 +183,10 @@ def alembic_config(
     return config
 
 
-def _as_engine(target: Engine | str | os.PathLike[str] | None) -> tuple[Engine, bool]:
+def _as_engine(target: Engine | str | os.PathLike[str] | None, prepare: bool = True) -> tuple[Engine, bool]:
     if isinstance(target, Engine):
         return target, False
-    return create_engine(target, poolclass=sa.pool.NullPool), True
+    return create_engine(target, prepare=prepare, poolclass=sa.pool.NullPool), True
 
 
 def _locked_write(connection: Connection) -> None:
@@ -239,8 +239,11 @@ def _run_alembic(
 
 
 def current_revision(target: Engine | str | os.PathLike[str] | None = None) -> str | None:
-    """The Alembic revision the database is at (``None`` for an empty or legacy database)."""
-    engine, owned = _as_engine(target)
+    """The Alembic revision the database is at (``None`` for an empty or legacy database).
+
+    A read: nothing is created and the file is left as it is.
+    """
+    engine, owned = _as_engine(target, prepare=False)
     try:
         return read_schema_state(engine).revision
     finally:

@@ -32,8 +32,23 @@ _SCHEMA_VERSION = re.compile(r"^schema_version\s*(?::[^=\n]+)?=\s*(\d+)", re.MUL
 
 
 def migrations_path() -> str:
-    """Filesystem path of the shipped Alembic scripts (``hermes_store.migrations``)."""
-    return str(resources.files("hermes_store.migrations"))
+    """Filesystem path of the Alembic scripts.
+
+    Installed (wheel or editable) they are the package ``hermes_store.migrations``. When
+    Python runs from a checkout's root, the source folder ``hermes_store/`` shadows the
+    installed package and has no ``migrations`` inside (the top-level ``migrations/`` is
+    mapped into the package only by the install), so the scripts are taken from beside it.
+    """
+    try:
+        return str(resources.files("hermes_store.migrations"))
+    except ModuleNotFoundError:
+        checkout = Path(__file__).resolve().parent.parent / "migrations"
+        if (checkout / "env.py").is_file():
+            return str(checkout)
+        raise SchemaError(
+            "this hermes_store has no migration scripts (hermes_store.migrations is missing); "
+            "reinstall it: pip install --force-reinstall hermes-store"
+        ) from None
 
 
 @dataclass(frozen=True)

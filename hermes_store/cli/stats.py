@@ -177,7 +177,7 @@ def stats_command(
     """Tokens and cost by model, by source and by day, and the top sessions."""
     if as_json and as_csv:
         raise click.UsageError("give either --json or --csv, not both")
-    with target.session_db() as db, db.unit_of_work.read() as session:
+    with target.read_db() as db, db.unit_of_work.read() as session:
         report = build_report(session, source=source, days=days, top=top, utc=utc)
     if as_json:
         echo_json(report.as_dict())

@@ -99,7 +99,7 @@ def test_an_existing_store_upgrades_to_an_added_revision(tmp_path: Path) -> None
 def test_a_fresh_store_built_with_an_added_revision_is_not_newer_than_itself(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     location, new = scripts_with_one_more_revision(tmp_path)
-    engine = create_engine(path)
+    engine = create_engine(path, prepare=True)
     with warnings.catch_warnings():
         warnings.simplefilter("error", NewerSchemaWarning)
         first = ensure_schema(engine, script_location=location)
@@ -117,7 +117,7 @@ def test_a_revision_may_declare_the_schema_version_it_leaves(tmp_path: Path) -> 
     path = tmp_path / "state.db"
     location, new = scripts_with_one_more_revision(tmp_path, extra="schema_version = 12\n")
     assert history(location).schema_version_of(new) == 12
-    engine = create_engine(path)
+    engine = create_engine(path, prepare=True)
     ensure_schema(engine, script_location=location)
     engine.dispose()
     assert catalogue(path) == (new, 12, True)

@@ -89,7 +89,7 @@ def test_the_stores_own_engine_is_disposed_on_close(db_path: Path) -> None:
 
 
 def test_engines_of_create_engine_are_not_configured_twice(db_path: Path) -> None:
-    engine = create_engine(db_path)
+    engine = create_engine(db_path, prepare=True)
     assert is_configured(engine)
     assert adopt_engine(engine) is engine
     plain = sa.create_engine(f"sqlite:///{db_path}")
