@@ -16,6 +16,8 @@ from collections.abc import Collection
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from hermes_store.backends import backend_for
+
 log = logging.getLogger(__name__)
 
 HEAD_VERSION = 11
@@ -215,7 +217,7 @@ def prepare_for_alembic(connection: Connection, known: Collection[str], head: st
             stacklevel=2,
         )
         return False
-    if connection.dialect.name != "sqlite":
+    if not backend_for(connection).adopts_legacy_files:
         return True
     reached = effective_version(connection, claimed)
     log.warning(

@@ -6,7 +6,6 @@ never upgrade it. ``prune`` goes through ``SessionDB`` like any writer.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from sqlalchemy.engine import Engine
 from hermes_store import doctor as doctor_checks
 from hermes_store import maintenance
 from hermes_store import revisions as script_history
+from hermes_store.backends import backend_for
 from hermes_store.backup import DEFAULT_PAGES_PER_STEP, backup_sqlite
 from hermes_store.cli.errors import CliError
 from hermes_store.cli.output import (
@@ -54,7 +54,7 @@ def gather_info(target: StoreTarget, engine: Engine) -> dict[str, Any]:
     info: dict[str, Any] = {
         "database": target.describe(),
         "path": str(path) if path else None,
-        "backend": f"{engine.dialect.name}+{engine.dialect.driver}",
+        "backend": f"{backend_for(engine).name}+{engine.dialect.driver}",
         "revision": state.revision,
         "schema_version": state.legacy_version,
         "head": script_history.history().head,
@@ -66,8 +66,6 @@ def gather_info(target: StoreTarget, engine: Engine) -> dict[str, Any]:
     with orm.Session(engine) as session:
         info.update(facts.storage(session))
         info.update(facts.counts(session))
-    if engine.dialect.name == "sqlite":
-        info["sqlite_version"] = sqlite3.sqlite_version
     return info
 
 

@@ -28,6 +28,7 @@ from typing import IO, TYPE_CHECKING, Any
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
+from hermes_store.backends import backend_for
 from hermes_store.cli.output import to_json
 from hermes_store.cli.render import markdown_session
 from hermes_store.codec import CONTENT_JSON_PREFIX
@@ -303,7 +304,8 @@ class Importer:
         self.pending = pending
 
     def _finish(self) -> None:
-        self.db.unit_of_work.write(bulk.advance_message_ids, "advancing the message id sequence")
+        backend = backend_for(self.db.engine)
+        self.db.unit_of_work.write(backend.after_bulk_copy, "advancing the message id sequence")
 
 
 def _first_line(exc: BaseException) -> str:

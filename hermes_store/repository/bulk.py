@@ -2,7 +2,8 @@
 
 For tools that move sessions between stores (``hermes-store export``/``import``). Rows
 are written exactly as given — ids, timestamps and counters included — so an export
-imported into an empty store exports identically. Call these inside
+imported into an empty store exports identically (on PostgreSQL, finish with the
+backend's ``after_bulk_copy`` to move the id sequence on). Call these inside
 ``SessionDB.unit_of_work.read()`` / ``.write()``; they never commit.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, orm, select, text, update
+from sqlalchemy import and_, insert, or_, orm, select, update
 
 from hermes_store.models import Message, Session
 
@@ -61,18 +62,3 @@ def link_parents(db: orm.Session, wanted: dict[str, str]) -> dict[str, str]:
             waiting[child] = parent
     return waiting
 
-
-def advance_message_ids(db: orm.Session) -> None:
-    """After inserting explicit message ids, move the id generator past the largest one.
-
-    SQLite's ``INTEGER PRIMARY KEY`` follows ``MAX(id)`` by itself; PostgreSQL's
-    sequence does not, so the next ``append_message`` would collide without this.
-    """
-    if db.get_bind().dialect.name != "postgresql":
-        return
-    db.execute(
-        text(
-            "SELECT setval(pg_get_serial_sequence('messages', 'id'), "
-            "COALESCE((SELECT MAX(id) FROM messages), 0) + 1, false)"
-        )
-    )

@@ -13,9 +13,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import func, orm, select
 
+from hermes_store.backends import backend_for
 from hermes_store.models import Message, Session
-
-_SQLITE_PRAGMAS = ("journal_mode", "page_size", "page_count", "freelist_count")
 
 
 def _scalar(db: orm.Session, query: sa.Executable) -> Any:
@@ -56,10 +55,5 @@ def counts(db: orm.Session) -> dict[str, Any]:
 
 
 def storage(db: orm.Session) -> dict[str, Any]:
-    """SQLite's journal mode and page figures, or PostgreSQL's database size in bytes."""
-    if db.get_bind().dialect.name == "sqlite":
-        return {name: _scalar(db, sa.text(f"PRAGMA {name}")) for name in _SQLITE_PRAGMAS}
-    return {
-        "journal_mode": None,
-        "size_bytes": _scalar(db, sa.text("SELECT pg_database_size(current_database())")),
-    }
+    """The backend's storage figures (SQLite: journal mode, pages; PostgreSQL: size)."""
+    return backend_for(db).storage_facts(lambda sql: _scalar(db, sa.text(sql)))
