@@ -159,19 +159,25 @@ def create_engine(
     target: str | os.PathLike[str] | URL | None = None,
     *,
     prepare: bool = True,
-    journal_mode: JournalMode = "wal",
+    journal_mode: JournalMode | None = None,
     **engine_kwargs: Any,
 ) -> Engine:
     """Create an engine for ``target`` (a path, a SQLAlchemy URL, or the default database).
 
     ``prepare=True`` (the default here, for the store's own writers: ``SessionDB``,
     upgrades) creates a missing SQLite file 0600 (with 0700 folders where the store makes
-    them) and switches it to WAL (``journal_mode="delete"`` keeps the rollback journal
-    instead, for network file systems where WAL seems to work but is unsafe).
-    ``prepare=False`` (readers, and the public :func:`hermes_store.create_engine`) uses
-    the store exactly as it is: a path with no file behind it raises
-    :class:`DatabaseNotFound`, nothing is created and the journal mode is left alone, so
-    reading never changes a byte.
+    them) and switches it to WAL. ``prepare=False`` (readers, and the public
+    :func:`hermes_store.create_engine`) uses the store exactly as it is: a path with no
+    file behind it raises :class:`DatabaseNotFound`, nothing is created and the journal
+    mode is left alone, so reading never changes a byte.
+
+    ``journal_mode`` overrides that choice: ``"wal"`` (falling back to the rollback
+    journal with a warning where WAL cannot work) or ``"delete"``, the rollback journal,
+    for network file systems where WAL seems to work but is unsafe.
+
+    ``journal_mode`` overrides that choice: ``"wal"`` (falling back to the rollback
+    journal with a warning where WAL cannot work) or ``"delete"``, the rollback journal,
+    for network file systems where WAL seems to work but is unsafe.
 
     Every SQLite connection gets ``foreign_keys=ON``, a 1 s busy timeout and
     ``recursive_triggers=ON``. Transactions begun on this engine are deferred (reads);
@@ -181,6 +187,8 @@ def create_engine(
     url = resolve_url(target)
     check_backend(url)
     if url.get_backend_name() == "sqlite":
+        if journal_mode is None and prepare:
+            journal_mode = "wal"
         return _create_sqlite_engine(url, prepare, journal_mode, **engine_kwargs)
     return _create_server_engine(url, **engine_kwargs)
 
@@ -234,7 +242,9 @@ def _connect_args_for_sqlite() -> dict[str, Any]:
     return args
 
 
-def _create_sqlite_engine(url: URL, prepare: bool, journal_mode: JournalMode, **engine_kwargs: Any) -> Engine:
+def _create_sqlite_engine(
+    url: URL, prepare: bool, journal_mode: JournalMode | None, **engine_kwargs: Any
+) -> Engine:
     path = sqlite_path(url)
     if path is not None:
         if prepare:
@@ -246,8 +256,9 @@ def _create_sqlite_engine(url: URL, prepare: bool, journal_mode: JournalMode, **
             )
     connect_args = {**_connect_args_for_sqlite(), **engine_kwargs.pop("connect_args", {})}
     engine = sa.create_engine(url, connect_args=connect_args, **engine_kwargs)
-    # Only the store's own writers choose the journal mode; a reader leaves it as it is.
-    install_sqlite_hooks(engine, path, journal_mode if prepare else None)
+    # Only the store's own writers (or an explicit journal_mode) choose the journal mode;
+    # a reader leaves it as it is.
+    install_sqlite_hooks(engine, path, journal_mode)
     return engine
 
 

@@ -18,7 +18,7 @@ from support import REPO_ROOT, subprocess_env
 from hermes_store import SessionDB
 from hermes_store.aio import resolve_async_url
 from hermes_store.engine import resolve_url
-from hermes_store.legacy import HEAD_REVISION
+from hermes_store.revisions import history
 from hermes_store.urls import async_driver_url, is_async_url, sync_driver_url
 
 MAPPINGS = [
@@ -91,7 +91,7 @@ def _run(*command: str) -> subprocess.CompletedProcess[str]:
 def test_alembic_and_the_cli_take_an_aiosqlite_url(tmp_path: Path) -> None:
     url = f"sqlite+aiosqlite:///{tmp_path / 'state.db'}"
     _run("-m", "alembic", "-x", f"url={url}", "upgrade", "head")
-    assert HEAD_REVISION in _run("-m", "alembic", "-x", f"url={url}", "current").stdout
+    assert history().head in _run("-m", "alembic", "-x", f"url={url}", "current").stdout
     with SessionDB(tmp_path / "state.db") as db:
         db.create_session("made-by-the-library", "cli")
     assert "made-by-the-library" in _run("-m", "hermes_store.cli", "--url", url, "sessions").stdout
@@ -101,7 +101,7 @@ def test_alembic_and_the_cli_take_an_aiosqlite_url(tmp_path: Path) -> None:
 def test_alembic_and_the_cli_take_asyncio_postgresql_urls(aio_pg_url: str, driver: str) -> None:
     url = sa.make_url(aio_pg_url).set(drivername=f"postgresql+{driver}").render_as_string(hide_password=False)
     _run("-m", "alembic", "-x", f"url={url}", "upgrade", "head")
-    assert HEAD_REVISION in _run("-m", "alembic", "-x", f"url={url}", "current").stdout
+    assert history().head in _run("-m", "alembic", "-x", f"url={url}", "current").stdout
     assert "postgresql" in _run("-m", "hermes_store.cli", "--url", url, "info").stdout.lower()
 
 

@@ -9,6 +9,7 @@ the store's use of it and leaves its pool alone.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,22 @@ def test_engines_of_create_engine_are_not_configured_twice(db_path: Path) -> Non
     assert adopt_engine(adopt_engine(plain)) is plain and is_configured(plain)
     engine.dispose()
     plain.dispose()
+
+
+def test_waiting_out_a_locked_file_on_open_keeps_the_callers_pool(db_path: Path) -> None:
+    SessionDB(db_path).close()
+    engine = sa.create_engine(f"sqlite:///{db_path}", connect_args={"timeout": 0.1})
+    pool = engine.pool
+    holder = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")  # nobody else can even read until it lets go
+    release = threading.Timer(1.5, holder.close)  # longer than the busy timeouts
+    release.start()
+    try:
+        db = SessionDB(engine=engine)  # waits the lock out (ensure_schema's retry loop)
+    finally:
+        release.join()
+    db.set_meta("k", "v")
+    db.close()
+    assert engine.pool is pool
+    engine.dispose()
