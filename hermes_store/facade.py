@@ -73,7 +73,9 @@ class SessionDB:
     ``db_path`` may be a ``str`` or ``Path``, or a SQLAlchemy URL string such as
     ``postgresql+psycopg://…`` (``url=`` says the same explicitly). Opening creates or
     upgrades the schema (adopting legacy upstream files). Safe to share between threads;
-    several processes may share one SQLite file.
+    several processes may share one SQLite file. Extra keyword arguments configure a
+    server's pool and timeouts (``pool_size``, ``max_overflow``, ``pool_pre_ping``,
+    ``pool_recycle``, ``statement_timeout``, ``lock_timeout``; see docs/postgresql.md).
     """
 
     MAX_TITLE_LENGTH: ClassVar[int] = MAX_TITLE_LENGTH
@@ -89,10 +91,12 @@ class SessionDB:
         *,
         url: str | URL | None = None,
         engine: Engine | None = None,
+        **engine_options: Any,
     ) -> None:
         target: str | os.PathLike[str] | URL | None = url if url is not None else (db_path or None)
         self._url = engine.url if engine is not None else resolve_url(target)
-        self.engine = engine if engine is not None else create_engine(self._url)
+        # engine_options: pool and timeout settings for a server (docs/postgresql.md).
+        self.engine = engine if engine is not None else create_engine(self._url, **engine_options)
         database = self._url.database if self._url.get_backend_name() == "sqlite" else None
         self.db_path = Path(database) if database else None
         ensure_schema(self.engine)

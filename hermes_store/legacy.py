@@ -17,9 +17,11 @@ from sqlalchemy.engine import Connection
 
 log = logging.getLogger(__name__)
 
-REVISIONS: tuple[str, ...] = tuple(f"{n:04d}" for n in range(1, 12))
+REVISIONS: tuple[str, ...] = tuple(f"{n:04d}" for n in range(1, 13))
 HEAD_REVISION = REVISIONS[-1]
 HEAD_VERSION = 11
+"""Upstream's last schema version. Revisions above ``0011`` add PostgreSQL-only objects
+and leave the SQLite schema at upstream's v11, so they all mirror ``schema_version`` 11."""
 
 
 class NewerSchemaWarning(UserWarning):
@@ -27,9 +29,9 @@ class NewerSchemaWarning(UserWarning):
 
 
 def version_of_revision(revision: str | None) -> int | None:
-    """Upstream schema version of one of our revisions (``"0007"`` → 7), else ``None``."""
+    """Upstream schema version of one of our revisions (``"0007"`` → 7, ``"0012"`` → 11), else ``None``."""
     if revision in REVISIONS:
-        return int(revision)
+        return min(int(revision), HEAD_VERSION)
     return None
 
 

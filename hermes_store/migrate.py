@@ -179,8 +179,14 @@ def _as_engine(target: Engine | str | os.PathLike[str] | None) -> tuple[Engine, 
 
 
 def _locked_write(connection: Connection) -> None:
-    """Serialise migrators: SQLite's BEGIN IMMEDIATE already holds the lock."""
+    """Serialise migrators: SQLite's BEGIN IMMEDIATE already holds the lock.
+
+    On PostgreSQL the service's statement and lock timeouts are lifted for this
+    transaction: rebuilding an index over millions of rows may rightly take minutes.
+    """
     if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
+        connection.exec_driver_sql("SET LOCAL lock_timeout = 0")
         connection.exec_driver_sql("SELECT pg_advisory_xact_lock(8675309011)")
 
 

@@ -6,9 +6,13 @@ from bound parameters (``phraseto_tsquery`` per term, so no user text is ever sp
 into SQL or into tsquery syntax). The ``simple`` configuration lower-cases and does not
 stem, like FTS5's unicode61 (it does not fold diacritics, unlike unicode61).
 
-Both indexes cover the same text as SQLite's FTS5 tables:
-``content || ' ' || tool_name || ' ' || tool_calls``. Differences from SQLite are listed
-in ``docs/postgresql.md``.
+Every index covers the same text as SQLite's FTS5 tables:
+``content || ' ' || tool_name || ' ' || tool_calls``. Revision 0012 stores its ``tsvector``
+in ``messages.search_vector`` (GIN-indexed), so matching and ranking read the stored
+vector and only the page returned pays for ``ts_headline``. Substring terms go to the
+``pg_trgm`` index; terms too short for trigrams that hold CJK characters also require
+their CJK characters and pairs from ``idx_messages_cjk_grams``, so no search kind has to
+scan ``messages``. Differences from SQLite are listed in ``docs/postgresql.md``.
 """
 
 from __future__ import annotations
@@ -19,13 +23,17 @@ from typing import Any
 from sqlalchemy import orm
 
 from hermes_store.repository.rows import fetch_dicts
+from hermes_store.search.cjk import is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters
-from hermes_store.search.plan import SearchPlan, like_pattern
+from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, like_pattern
 
 INDEXED_TEXT = (
     "(COALESCE(m.content, '') || ' ' || COALESCE(m.tool_name, '') || ' ' || COALESCE(m.tool_calls, ''))"
 )
-TSVECTOR = f"to_tsvector('simple'::regconfig, {INDEXED_TEXT})"
+STORED_TSVECTOR = "m.search_vector"
+"""Revision 0012's generated column: ``to_tsvector('simple', INDEXED_TEXT)``, stored."""
+CJK_GRAMS = f"hermes_cjk_grams({INDEXED_TEXT})"
+"""Revision 0012's indexed expression: every CJK character and adjacent pair of the text."""
 HEADLINE_OPTIONS = (
     "StartSel=>>>, StopSel=<<<, MaxWords=40, MinWords=15, ShortWord=0, MaxFragments=1, FragmentDelimiter=..."
 )
@@ -97,19 +105,20 @@ def find_hits(
         if query is None:
             return []
         where = _filters(filters, params)
+        # The tsquery is written out where it is used (not read from a CTE) so the planner
+        # folds it to a constant and estimates its matches from the GIN statistics.
         sql = f"""
-        WITH q AS (SELECT {query} AS query),
-        hits AS (
-            SELECT m.id, ts_rank({TSVECTOR}, q.query) AS score
-            FROM messages m JOIN sessions s ON s.id = m.session_id, q
-            WHERE {TSVECTOR} @@ q.query {where}
+        WITH hits AS (
+            SELECT m.id, ts_rank({STORED_TSVECTOR}, {query}) AS score
+            FROM messages m JOIN sessions s ON s.id = m.session_id
+            WHERE {STORED_TSVECTOR} @@ {query} {where}
             ORDER BY score DESC, m.id DESC
             LIMIT :limit OFFSET :offset
         )
         SELECT m.id, m.session_id, m.role,
-               ts_headline('simple'::regconfig, {INDEXED_TEXT}, q.query, :headline) AS snippet,
+               ts_headline('simple'::regconfig, {INDEXED_TEXT}, {query}, :headline) AS snippet,
                m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started
-        FROM hits JOIN messages m ON m.id = hits.id JOIN sessions s ON s.id = m.session_id, q
+        FROM hits JOIN messages m ON m.id = hits.id JOIN sessions s ON s.id = m.session_id
         ORDER BY hits.score DESC, m.id DESC
         """
         params["headline"] = HEADLINE_OPTIONS
@@ -160,11 +169,52 @@ def _substring_condition(plan: SearchPlan, params: dict[str, Any]) -> tuple[str,
         params[name] = like_pattern(term)
         terms.append(term)
         test = f"{INDEXED_TEXT} ILIKE :{name} ESCAPE '\\'"
-        clause.append(f"NOT ({test})" if negate else test)
+        if negate:
+            clause.append(f"NOT ({test})")
+        else:
+            grams = required_cjk_grams(term)
+            if grams:
+                names = [f"g{name}_{i}" for i in range(len(grams))]
+                params.update(zip(names, grams, strict=True))
+                wanted = ", ".join(f"CAST(:{n} AS text)" for n in names)
+                test = f"{CJK_GRAMS} @> ARRAY[{wanted}] AND {test}"
+            clause.append(test)
         negate = False
     if clause:
         groups.append("(" + " AND ".join(clause) + ")")
     return "(" + " OR ".join(groups) + ")", terms
+
+
+def required_cjk_grams(term: str) -> list[str]:
+    """The CJK characters and adjacent CJK pairs ``term`` contains, when ``pg_trgm`` cannot
+    serve it; else ``[]``.
+
+    ``pg_trgm`` finds a ``LIKE`` pattern through its index only when the pattern holds a
+    word of at least three characters. For a term without one, every message containing
+    the term contains each of its CJK characters and pairs, so requiring them from
+    ``idx_messages_cjk_grams`` narrows the candidates through an index; the ``ILIKE``
+    beside it still decides the match.
+    """
+    if _has_trigram_word(term):
+        return []
+    grams: list[str] = []
+    run = ""
+    for char in term + " ":
+        if is_cjk_codepoint(ord(char)):
+            run += char
+            continue
+        grams.extend(run[i : i + width] for width in (1, 2) for i in range(len(run) - width + 1))
+        run = ""
+    return list(dict.fromkeys(grams))
+
+
+def _has_trigram_word(term: str) -> bool:
+    length = 0
+    for char in term:
+        length = length + 1 if char.isalnum() else 0
+        if length >= MIN_TRIGRAM_TERM:
+            return True
+    return False
 
 
 def _quote(term: str) -> str:
