@@ -17,6 +17,7 @@ from hermes_store.errors import (
     StorageFull,
     StoreError,
 )
+from hermes_store.errors_server import translate_server_error
 
 # SQLite's primary result codes, for drivers that report only the number.
 _LOCK_CODES = {5, 6}
@@ -47,6 +48,9 @@ def translate(error: BaseException, operation: str) -> BaseException:
 
     Errors without a meaning of their own are returned unchanged.
     """
+    server = translate_server_error(error, operation)
+    if server is not None:
+        return server
     name = sqlite_error_name(error)
     if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")):
         return ReadOnlyStore(

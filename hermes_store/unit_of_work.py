@@ -24,11 +24,12 @@ from typing import TypeVar
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, RootTransaction
 
 from hermes_store.engine import write_engine
-from hermes_store.errors import WriteConflict
+from hermes_store.errors import ServerUnavailable, WriteConflict
 from hermes_store.errors_map import is_retryable_conflict, raise_translated
+from hermes_store.errors_server import is_server_unreachable
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ MAX_ATTEMPTS = 15
 RETRY_MIN_S = 0.020
 RETRY_MAX_S = 0.150
 CHECKPOINT_EVERY_N_WRITES = 50
+RECONNECT_WAIT_S = 15.0
+"""How long a write keeps reconnecting while the database server is unreachable."""
 _IDLE_READERS_KEPT = 8
 
 
@@ -58,6 +61,7 @@ class UnitOfWork:
         retry_min_s: float = RETRY_MIN_S,
         retry_max_s: float = RETRY_MAX_S,
         checkpoint_every: int = CHECKPOINT_EVERY_N_WRITES,
+        reconnect_wait_s: float = RECONNECT_WAIT_S,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -66,6 +70,7 @@ class UnitOfWork:
         self.retry_min_s = retry_min_s
         self.retry_max_s = retry_max_s
         self.checkpoint_every = checkpoint_every
+        self.reconnect_wait_s = reconnect_wait_s
         self._write_engine = write_engine(engine)
         self._reader = orm.sessionmaker(bind=engine, expire_on_commit=False)
         self._idle_readers: list[orm.Session] = []
@@ -83,36 +88,49 @@ class UnitOfWork:
         ``operation`` names what is being written, for the error raised when every attempt
         found the database locked (:class:`WriteConflict`). Other errors propagate at
         once, after rollback; SQLite storage errors become the matching ``StoreError``.
+        On a database server, a write whose connection broke before its ``COMMIT`` was
+        sent is retried on a fresh connection for up to ``reconnect_wait_s`` (a restart
+        or a dropped connection), then :class:`ServerUnavailable` is raised; one that
+        broke during ``COMMIT`` is never retried (it may have been applied).
         ``work`` may run more than once, so it must not have side effects outside the session.
         """
-        last_error: BaseException | None = None
-        for attempt in range(1, self.max_attempts + 1):
+        conflicts = 0
+        reconnect_deadline: float | None = None
+        while True:
             with self._lock:
                 try:
                     result = self._attempt(work)
                 except _DRIVER_ERRORS as exc:
-                    if not is_retryable_conflict(exc):
+                    if is_server_unreachable(exc):
+                        now = time.monotonic()
+                        reconnect_deadline = reconnect_deadline or now + self.reconnect_wait_s
+                        if now >= reconnect_deadline:
+                            raise_translated(exc, operation)
+                    elif not is_retryable_conflict(exc):
                         raise_translated(exc, operation)
-                    last_error = exc
+                    else:
+                        conflicts += 1
+                        if conflicts >= self.max_attempts:
+                            raise WriteConflict(operation, self.max_attempts, exc) from None
                 else:
                     self._count_success()
                     return result
-            if attempt < self.max_attempts:
-                self.retry_count += 1
-                time.sleep(random.uniform(self.retry_min_s, self.retry_max_s))
-        raise WriteConflict(operation, self.max_attempts, last_error)
+            self.retry_count += 1
+            time.sleep(random.uniform(self.retry_min_s, self.retry_max_s))
 
     def _attempt(self, work: Callable[[orm.Session], T]) -> T:
         """One try: BEGIN (IMMEDIATE on SQLite), run ``work``, COMMIT; roll back on error."""
         connection = self._write_connection
         if connection is None or connection.closed or connection.invalidated:
+            self._write_connection = None
             connection = self._write_connection = self._write_engine.connect()
             self._write_session = orm.Session(bind=connection, expire_on_commit=False)
         session = self._write_session
         try:
-            with connection.begin():
-                result = work(session)
-                session.flush()
+            transaction = connection.begin()
+            result = work(session)
+            session.flush()
+            _commit(transaction)
             return result
         except BaseException:
             if connection.in_transaction():
@@ -171,3 +189,17 @@ class UnitOfWork:
                 self._write_connection = None
             self.checkpoint()
             self.engine.dispose()
+
+
+def _commit(transaction: RootTransaction) -> None:
+    """Commit; a connection lost during ``COMMIT`` leaves the outcome unknown, so say so."""
+    try:
+        transaction.commit()
+    except _DRIVER_ERRORS as exc:
+        if not is_server_unreachable(exc):
+            raise
+        raise ServerUnavailable(
+            "the database server dropped the connection during COMMIT: the write may or may "
+            f"not have been applied; check before repeating it ({exc.__class__.__name__})",
+            outcome_unknown=True,
+        ) from exc

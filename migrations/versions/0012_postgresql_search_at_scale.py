@@ -64,7 +64,8 @@ POSTGRES_UPGRADE = (
     "CREATE INDEX IF NOT EXISTS idx_messages_search_vector ON messages USING gin (search_vector)",
     "DROP INDEX IF EXISTS idx_messages_fts",
     CREATE_GRAMS_FUNCTION,
-    f"CREATE INDEX IF NOT EXISTS idx_messages_cjk_grams ON messages USING gin (hermes_cjk_grams({INDEXED_TEXT}))",
+    f"CREATE INDEX IF NOT EXISTS idx_messages_cjk_grams ON messages USING gin "
+    f"(hermes_cjk_grams({INDEXED_TEXT}))",
     "CREATE INDEX IF NOT EXISTS idx_messages_session_id ON messages (session_id, id)",
     # Fresh statistics, so the planner uses the new indexes on the first search.
     "ANALYZE messages",
