@@ -152,4 +152,6 @@ def test_server_restart_under_four_appending_processes_loses_nothing_acknowledge
         assert row is not None
         assert row["message_count"] == row["tool_call_count"] == db.message_count(f"s{n}")
     assert len(stored) >= WRITERS * PER_WRITER - len(failures)
+    # shown with -s; docs/reliability.md quotes it
+    print(f"restart: {len(stored)} stored, {len(failures)} ServerUnavailable, acked before {before_restart}")
     db.close()
