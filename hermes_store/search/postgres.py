@@ -89,35 +89,52 @@ def _term_sql(token: str, params: dict[str, Any]) -> str | None:
     return f"phraseto_tsquery('simple'::regconfig, :{name})"
 
 
-def _filters(filters: SearchFilters, params: dict[str, Any]) -> str:
+def _filters(filters: SearchFilters, params: dict[str, Any]) -> tuple[str, str]:
+    """The ``FROM`` clause the filters need and their conditions.
+
+    ``sessions`` is joined while finding matches only when a source filter needs it:
+    hashing tens of thousands of sessions for every search costs more than the search.
+    The rows of the returned page are joined to their sessions afterwards.
+    """
     where, extra = filters.sql()
     params.update(extra)
-    return where
+    needs_sessions = filters.sources is not None or bool(filters.exclude_sources)
+    source = "messages m JOIN sessions s ON s.id = m.session_id" if needs_sessions else "messages m"
+    return source, where
+
+
+_PAGE_COLUMNS = (
+    "m.id, m.session_id, m.role, {snippet} AS snippet, m.timestamp, m.tool_name, "
+    "s.source, s.model, s.started_at AS session_started"
+)
 
 
 def find_hits(
     db: orm.Session, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
 ) -> list[dict[str, Any]]:
-    """The matching messages (without context) for ``plan`` on PostgreSQL."""
+    """The matching messages (without context) for ``plan`` on PostgreSQL.
+
+    Matches are found, ordered and cut to the page first (ids and scores only); the
+    page's rows are then read, given their snippets and joined to their sessions.
+    """
     params: dict[str, Any] = {"limit": limit, "offset": offset}
     if plan.kind == "fts" and plan.match:
         query = tsquery_sql(plan.match, params)
         if query is None:
             return []
-        where = _filters(filters, params)
+        source, where = _filters(filters, params)
         # The tsquery is written out where it is used (not read from a CTE) so the planner
         # folds it to a constant and estimates its matches from the GIN statistics.
+        headline = f"ts_headline('simple'::regconfig, {INDEXED_TEXT}, {query}, :headline)"
         sql = f"""
         WITH hits AS (
             SELECT m.id, ts_rank({STORED_TSVECTOR}, {query}) AS score
-            FROM messages m JOIN sessions s ON s.id = m.session_id
+            FROM {source}
             WHERE {STORED_TSVECTOR} @@ {query} {where}
             ORDER BY score DESC, m.id DESC
             LIMIT :limit OFFSET :offset
         )
-        SELECT m.id, m.session_id, m.role,
-               ts_headline('simple'::regconfig, {INDEXED_TEXT}, {query}, :headline) AS snippet,
-               m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started
+        SELECT {_PAGE_COLUMNS.format(snippet=headline)}
         FROM hits JOIN messages m ON m.id = hits.id JOIN sessions s ON s.id = m.session_id
         ORDER BY hits.score DESC, m.id DESC
         """
@@ -126,14 +143,17 @@ def find_hits(
     condition, terms = _substring_condition(plan, params)
     if not terms:
         return []
-    where = _filters(filters, params)
+    source, where = _filters(filters, params)
     sql = f"""
-    SELECT m.id, m.session_id, m.role, m.content AS snippet, m.timestamp, m.tool_name,
-           s.source, s.model, s.started_at AS session_started
-    FROM messages m JOIN sessions s ON s.id = m.session_id
-    WHERE {condition} {where}
+    WITH hits AS (
+        SELECT m.id FROM {source}
+        WHERE {condition} {where}
+        ORDER BY m.id DESC
+        LIMIT :limit OFFSET :offset
+    )
+    SELECT {_PAGE_COLUMNS.format(snippet="m.content")}
+    FROM hits JOIN messages m ON m.id = hits.id JOIN sessions s ON s.id = m.session_id
     ORDER BY m.id DESC
-    LIMIT :limit OFFSET :offset
     """
     hits = fetch_dicts(db, sql, params, content_keys=("snippet",))
     for hit in hits:
