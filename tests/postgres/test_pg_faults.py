@@ -92,6 +92,29 @@ def test_backend_killed_with_no_reconnect_budget_fails_clearly_and_writes_nothin
     admin.dispose()
 
 
+def test_connection_lost_during_commit_is_reported_as_unknown_and_never_retried(
+    store: SessionDB, pg_url: str
+) -> None:
+    admin = _admin(pg_url)
+
+    def kill_before_commit(connection: sa.Connection) -> None:
+        pid = connection.connection.driver_connection.info.backend_pid  # type: ignore[union-attr]
+        with admin.connect() as other:
+            other.exec_driver_sql(f"SELECT pg_terminate_backend({pid}, 5000)")
+
+    sa.event.listen(store.engine, "commit", kill_before_commit)
+    retries = store._uow.retry_count
+    try:
+        with pytest.raises(ServerUnavailable, match="during COMMIT") as caught:
+            store.append_message("s", "user", "commit lost")
+    finally:
+        sa.event.remove(store.engine, "commit", kill_before_commit)
+    assert caught.value.outcome_unknown and store._uow.retry_count == retries
+    present, message_count, _ = _counts(store, "s")
+    assert present == message_count <= 1  # applied whole or not at all, and never twice
+    admin.dispose()
+
+
 def test_connections_dropped_from_the_pool_are_replaced_without_errors(
     store: SessionDB, pg_url: str
 ) -> None:
