@@ -138,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL database")
     parser.add_argument("--skip-copy", action="store_true", help="do not time hermes-store copy")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--upgrade-from", help="load into a store at this revision (e.g. 0011) and time the upgrade"
+    )
     args = parser.parse_args(argv)
 
     from hermes_store import SessionDB
@@ -156,14 +159,14 @@ def main(argv: list[str] | None = None) -> int:
     name = f"hermes_scale_{uuid.uuid4().hex[:8]}"
     with admin.connect() as connection:
         connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        # Index builds of the upgrade run faster with more memory (benchmark database only).
+        # Index builds of an upgrade run faster with more memory (benchmark database only).
         connection.exec_driver_sql(f"ALTER DATABASE \"{name}\" SET maintenance_work_mem = '256MB'")
     url = sa.make_url(args.pg_url).set(database=name).render_as_string(hide_password=False)
     report: dict[str, Any] = {"messages": total, "sqlite_messages": args.sqlite_messages}
     try:
         log(f"loading {total:,} messages into PostgreSQL database {name}")
         started = time.perf_counter()
-        report["load_s"] = load_postgres(url, source, log)
+        report["load_s"] = load_postgres(url, source, log, upgrade_from=args.upgrade_from)
         report["load_total_s"] = time.perf_counter() - started
         log(f"  loaded in {report['load_total_s']:.0f} s")
 
