@@ -136,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--cache", type=Path, default=Path("bench-results"))
     parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL database")
+    parser.add_argument("--reuse", metavar="DATABASE", help="time a database kept by --keep, no loading")
     parser.add_argument("--skip-copy", action="store_true", help="do not time hermes-store copy")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
@@ -156,19 +157,21 @@ def main(argv: list[str] | None = None) -> int:
     lite_path = _sqlite_store(source, args.sqlite_messages, args.cache, spec.key)
 
     admin = sa.create_engine(args.pg_url, isolation_level="AUTOCOMMIT")
-    name = f"hermes_scale_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        # Index builds of an upgrade run faster with more memory (benchmark database only).
-        connection.exec_driver_sql(f"ALTER DATABASE \"{name}\" SET maintenance_work_mem = '256MB'")
+    name = args.reuse or f"hermes_scale_{uuid.uuid4().hex[:8]}"
+    if not args.reuse:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+            # Index builds of an upgrade run faster with more memory (benchmark database only).
+            connection.exec_driver_sql(f"ALTER DATABASE \"{name}\" SET maintenance_work_mem = '256MB'")
     url = sa.make_url(args.pg_url).set(database=name).render_as_string(hide_password=False)
-    report: dict[str, Any] = {"messages": total, "sqlite_messages": args.sqlite_messages}
+    report: dict[str, Any] = {"messages": total, "sqlite_messages": args.sqlite_messages, "load_s": {}}
     try:
-        log(f"loading {total:,} messages into PostgreSQL database {name}")
-        started = time.perf_counter()
-        report["load_s"] = load_postgres(url, source, log, upgrade_from=args.upgrade_from)
-        report["load_total_s"] = time.perf_counter() - started
-        log(f"  loaded in {report['load_total_s']:.0f} s")
+        if not args.reuse:
+            log(f"loading {total:,} messages into PostgreSQL database {name}")
+            started = time.perf_counter()
+            report["load_s"] = load_postgres(url, source, log, upgrade_from=args.upgrade_from)
+            report["load_total_s"] = time.perf_counter() - started
+            log(f"  loaded in {report['load_total_s']:.0f} s")
 
         pg = SessionDB(url=url)
         pg_figures = _summary(time_store(pg, args.seed, args.rounds, args.appends))
@@ -178,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         lite.close()
         report["postgresql"] = pg_figures
         report["sqlite"] = lite_figures
+        _print(report, total, args.sqlite_messages)
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2))
 
         if not args.skip_copy:
             with tempfile.TemporaryDirectory() as directory:
@@ -186,14 +192,15 @@ def main(argv: list[str] | None = None) -> int:
                 copy_store(_engine(url), _engine(str(target)))
                 report["copy_s"] = time.perf_counter() - started
     finally:
-        if not args.keep:
+        if not (args.keep or args.reuse):
             with admin.connect() as connection:
                 connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
 
-    _print(report, total, args.sqlite_messages)
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
+    if "copy_s" in report:
+        log(f"hermes-store copy PostgreSQL -> SQLite ({total:,} messages): {report['copy_s']:.0f} s")
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2))
     return 0
 
 
@@ -218,9 +225,8 @@ def _print(report: dict[str, Any], total: int, lite_total: int) -> None:
               f"| {_verdict(figure, pg, lite)} |")
     for phase, seconds in report["load_s"].items():
         print(f"load: {phase}: {seconds:.1f} s")
-    print(f"load total: {report['load_total_s']:.0f} s")
-    if "copy_s" in report:
-        print(f"hermes-store copy PostgreSQL -> SQLite ({total:,} messages): {report['copy_s']:.0f} s")
+    if "load_total_s" in report:
+        print(f"load total: {report['load_total_s']:.0f} s")
 
 
 if __name__ == "__main__":
