@@ -140,10 +140,47 @@ def find_hits(
         """
         params["headline"] = HEADLINE_OPTIONS
         return fetch_dicts(db, sql, params)
-    condition, terms = _substring_condition(plan, params)
+    return _substring_hits(db, plan, filters, params)
+
+
+RECENT_WINDOW = 5000
+"""Substring searches first look among this many newest messages (see :func:`_substring_hits`)."""
+
+
+def _substring_hits(
+    db: orm.Session, plan: SearchPlan, filters: SearchFilters, params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Like/trigram hits, newest first, in one or two steps.
+
+    Results are ordered by id, so when the newest :data:`RECENT_WINDOW` messages already
+    hold a full page of matches, that page is exact: a backward walk of the primary key
+    finds it without touching any other row (a frequent term, where the indexes would
+    hand back tens of thousands of candidates to sort). Otherwise the indexed query runs
+    over the whole table (a rare term, which the indexes find quickly).
+    """
+    window_params = dict(params)
+    condition, terms = _substring_condition(plan, window_params, use_grams=False)
     if not terms:
         return []
-    source, where = _filters(filters, params)
+    source, where = _filters(filters, window_params)
+    window_params["window"] = RECENT_WINDOW
+    recent = (
+        "(SELECT id, session_id, role, content, tool_name, tool_calls FROM messages "
+        "ORDER BY id DESC LIMIT :window) m"
+    )
+    hits = _substring_page(db, source.replace("messages m", recent, 1), condition, where, window_params)
+    if len(hits) < params["limit"]:
+        condition, terms = _substring_condition(plan, params, use_grams=True)
+        source, where = _filters(filters, params)
+        hits = _substring_page(db, source, condition, where, params)
+    for hit in hits:
+        hit["snippet"] = substring_snippet(hit["snippet"], terms[0], marked=plan.kind == "trigram")
+    return hits
+
+
+def _substring_page(
+    db: orm.Session, source: str, condition: str, where: str, params: dict[str, Any]
+) -> list[dict[str, Any]]:
     sql = f"""
     WITH hits AS (
         SELECT m.id FROM {source}
@@ -155,14 +192,16 @@ def find_hits(
     FROM hits JOIN messages m ON m.id = hits.id JOIN sessions s ON s.id = m.session_id
     ORDER BY m.id DESC
     """
-    hits = fetch_dicts(db, sql, params, content_keys=("snippet",))
-    for hit in hits:
-        hit["snippet"] = substring_snippet(hit["snippet"], terms[0], marked=plan.kind == "trigram")
-    return hits
+    return fetch_dicts(db, sql, params, content_keys=("snippet",))
 
 
-def _substring_condition(plan: SearchPlan, params: dict[str, Any]) -> tuple[str, list[str]]:
+def _substring_condition(
+    plan: SearchPlan, params: dict[str, Any], use_grams: bool = True
+) -> tuple[str, list[str]]:
     """``ILIKE`` conditions for a like or trigram plan, and its terms in order.
+
+    ``use_grams`` adds the gram-index condition to short CJK terms (for the indexed
+    query; over a handful of rows it would only cost time).
 
     A like plan needs every term. A trigram plan keeps FTS5's operators over its quoted
     terms: ``OR`` between groups, ``NOT`` as "and not", anything else "and".
@@ -192,7 +231,7 @@ def _substring_condition(plan: SearchPlan, params: dict[str, Any]) -> tuple[str,
         if negate:
             clause.append(f"NOT ({test})")
         else:
-            grams = required_cjk_grams(term)
+            grams = required_cjk_grams(term) if use_grams else []
             if grams:
                 names = [f"g{name}_{i}" for i in range(len(grams))]
                 params.update(zip(names, grams, strict=True))
