@@ -58,7 +58,7 @@ def translate_server_error(error: BaseException, operation: str) -> BaseExceptio
     if is_server_unreachable(error):
         return ServerUnavailable(
             f"the database server is unreachable or dropped the connection while {operation}; "
-            f"nothing was written by this call — retry once the server is back ({_first_line(error)})"
+            f"this call was not applied — retry once the server is back ({_first_line(error)})"
         )
     return None
 
