@@ -127,14 +127,18 @@ class UnitOfWork:
             self._write_session = orm.Session(bind=connection, expire_on_commit=False)
         session = self._write_session
         try:
-            transaction = connection.begin()
-            result = work(session)
-            session.flush()
-            _commit(transaction)
+            # Committed inside the block so a COMMIT that fails is told apart (_commit);
+            # the context manager still rolls back whatever state a failure leaves.
+            with connection.begin() as transaction:
+                result = work(session)
+                session.flush()
+                _commit(transaction)
             return result
         except BaseException:
-            if connection.in_transaction():
-                connection.rollback()
+            # A transaction whose COMMIT failed is inactive but still open: end it too.
+            leftover = connection.get_transaction()
+            if leftover is not None:
+                leftover.rollback()
             if connection.invalidated:
                 connection.close()
                 self._write_connection = None
