@@ -49,18 +49,39 @@ class UnsafePath(StoreError):
     """The database path is a symbolic link or otherwise unsafe to open for writing."""
 
 
-class ServerUnavailable(StoreError):
-    """The database server could not be reached, or dropped the connection.
+class DatabaseNotFound(StoreError):
+    """There is no database at the path, and opening it was not meant to create one."""
 
-    Writes that failed before their commit was sent are retried (reconnecting) for a
-    while before this is raised, so nothing is half-applied; ``outcome_unknown`` is true
-    when the connection broke during ``COMMIT`` itself, where the server may or may not
-    have committed the write.
+
+class UnsupportedURL(StoreError):
+    """The URL cannot be parsed, or names a database hermes_store does not run on.
+
+    hermes_store opens SQLite files (``sqlite:///PATH`` or a plain path) and PostgreSQL
+    servers (``postgresql+psycopg://USER@HOST/DB``).
+    """
+
+
+class MissingDriver(StoreError):
+    """The Python driver the URL needs is not installed; the message names what to install."""
+
+
+class ServerUnavailable(StoreError):
+    """The database server cannot be reached, or dropped the connection.
+
+    Refused, unknown host, timeout, no such database, a restart, a killed backend. Writes
+    that failed before their commit was sent are retried (reconnecting) for a while before
+    this is raised, so nothing is half-applied; ``outcome_unknown`` is true when the
+    connection broke during ``COMMIT`` itself, where the server may or may not have
+    committed the write.
     """
 
     def __init__(self, message: str, *, outcome_unknown: bool = False) -> None:
         self.outcome_unknown = outcome_unknown
         super().__init__(message)
+
+
+class AuthenticationFailed(StoreError):
+    """The server refused the credentials (wrong password, unknown role)."""
 
 
 class StoreTimeout(StoreError):

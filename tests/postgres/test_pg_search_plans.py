@@ -53,8 +53,8 @@ QUOKKA = MESSAGES // 1499
 
 
 @pytest.fixture(scope="module")
-def big_store() -> Iterator[SessionDB]:
-    with scratch_database("hermes_plans") as url:
+def big_store(pg_admin_url: str) -> Iterator[SessionDB]:
+    with scratch_database(pg_admin_url, "hermes_plans") as url:
         upgrade(url, "0011")
         engine = create_engine(url)
         with engine.begin() as connection:
