@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from hermes_store.backends import backend_for
 from hermes_store.engine import create_engine, write_engine
 from hermes_store.errors import SchemaError
 from hermes_store.errors_map import is_lock_error, raise_translated
@@ -196,15 +197,8 @@ def _as_engine(target: Engine | str | os.PathLike[str] | None, prepare: bool = T
 
 
 def _locked_write(connection: Connection) -> None:
-    """Serialise migrators: SQLite's BEGIN IMMEDIATE already holds the lock.
-
-    On PostgreSQL the service's statement and lock timeouts are lifted for this
-    transaction: rebuilding an index over millions of rows may rightly take minutes.
-    """
-    if connection.dialect.name == "postgresql":
-        connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
-        connection.exec_driver_sql("SET LOCAL lock_timeout = 0")
-        connection.exec_driver_sql("SELECT pg_advisory_xact_lock(8675309011)")
+    """Serialise migrators (SQLite's BEGIN IMMEDIATE already holds the lock)."""
+    backend_for(connection).lock_for_migration(connection)
 
 
 def upgrade(target: Engine | str | os.PathLike[str] | None = None, revision: str = "head") -> None:
