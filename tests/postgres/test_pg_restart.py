@@ -77,11 +77,27 @@ def private_server() -> Iterator[Any]:
         postgres_options=SERVER_SETTINGS,
     )
     executor.start()
+    _wait_until_accepting(executor)
     try:
         yield executor
     finally:
         executor.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _wait_until_accepting(executor: Any) -> None:
+    """``pg_ctl start -w`` can return while a loaded server still says "starting up"."""
+    import psycopg
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            psycopg.connect(host="127.0.0.1", port=executor.port, user="postgres", dbname="postgres").close()
+            return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def _url(executor: Any) -> str:
@@ -135,6 +151,7 @@ def test_server_restart_under_four_appending_processes_loses_nothing_acknowledge
     private_server.stop()  # pg_ctl stop -m fast: every backend is terminated
     time.sleep(0.5)  # writers meet a server that is down, not just restarting
     private_server.start()
+    _wait_until_accepting(private_server)
     for worker in workers:
         worker.join(120)
     assert [worker.exitcode for worker in workers] == [0] * WRITERS
