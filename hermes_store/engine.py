@@ -358,7 +358,13 @@ def _create_server_engine(url: URL, **engine_kwargs: Any) -> Engine:
     if url.get_backend_name() == "postgresql" and url.get_driver_name() in ("", "psycopg2"):
         # psycopg 3 is the driver we ship an extra for.
         url = url.set(drivername="postgresql+psycopg")
-    engine_kwargs.setdefault("pool_pre_ping", True)
+    if url.get_backend_name() == "postgresql":
+        # Pool size, pre-ping, recycling and server timeouts (docs/postgresql.md).
+        from hermes_store.server_options import split_options
+
+        url, engine_kwargs = split_options(url, engine_kwargs)
+    else:
+        engine_kwargs.setdefault("pool_pre_ping", True)
     try:
         return sa.create_engine(url, **engine_kwargs)
     except sa.exc.NoSuchModuleError:

@@ -82,8 +82,36 @@ class MissingDriver(StoreError):
 
 
 class ServerUnavailable(StoreError):
-    """The database server cannot be reached: refused, unknown host, timeout, no such database."""
+    """The database server cannot be reached, or dropped the connection.
+
+    Refused, unknown host, timeout, no such database, a restart, a killed backend. Writes
+    that failed before their commit was sent are retried (reconnecting) for a while before
+    this is raised, so nothing is half-applied; ``outcome_unknown`` is true when the
+    connection broke during ``COMMIT`` itself, where the server may or may not have
+    committed the write.
+    """
+
+    def __init__(self, message: str, *, outcome_unknown: bool = False) -> None:
+        self.outcome_unknown = outcome_unknown
+        super().__init__(message)
 
 
 class AuthenticationFailed(StoreError):
     """The server refused the credentials (wrong password, unknown role)."""
+
+
+class StoreTimeout(StoreError):
+    """A server-side timeout ended the statement; ``setting`` names which one.
+
+    ``setting`` is ``"lock_timeout"`` (a lock was held by someone else for too long) or
+    ``"statement_timeout"`` (the statement itself ran too long). The transaction was
+    rolled back whole.
+    """
+
+    def __init__(self, setting: str, operation: str, detail: str) -> None:
+        self.setting = setting
+        self.operation = operation
+        super().__init__(
+            f"{setting} exceeded while {operation}: {detail}; the transaction was rolled back — "
+            f"retry, or raise {setting} (docs/postgresql.md)"
+        )

@@ -19,6 +19,7 @@ from hermes_store.errors import (
     StorageFull,
     StoreError,
 )
+from hermes_store.errors_server import translate_server_error
 
 # SQLite's primary result codes, for drivers that report only the number.
 _LOCK_CODES = {5, 6}
@@ -49,6 +50,11 @@ def translate(error: BaseException, operation: str) -> BaseException:
 
     Errors without a meaning of their own are returned unchanged.
     """
+    # A connection that could not be made (refused, bad credentials) first; then the
+    # server's own failures (dropped connections, timeouts) by SQLSTATE.
+    server = connection_failure(error) or translate_server_error(error, operation)
+    if server is not None:
+        return server
     name = sqlite_error_name(error)
     if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")):
         return ReadOnlyStore(
@@ -76,9 +82,6 @@ def translate(error: BaseException, operation: str) -> BaseException:
         )
     if name.startswith("SQLITE_IOERR"):
         return StoreError(f"I/O error while {operation} ({name}): {error}")
-    refused = connection_failure(error)
-    if refused is not None:
-        return refused
     if is_missing_search_capability(error):
         return SearchUnavailable(
             f"this SQLite build cannot run the full-text index while {operation} ({_message(error)}): "

@@ -59,7 +59,9 @@ class SessionDB:
     ``db_path`` may be a ``str`` or ``Path``, or a SQLAlchemy URL string such as
     ``postgresql+psycopg://…`` (``url=`` says the same explicitly). Opening creates or
     upgrades the schema (adopting legacy upstream files). Safe to share between threads;
-    several processes may share one SQLite file.
+    several processes may share one SQLite file. Extra keyword arguments configure a
+    server's pool and timeouts (``pool_size``, ``max_overflow``, ``pool_pre_ping``,
+    ``pool_recycle``, ``statement_timeout``, ``lock_timeout``; see docs/postgresql.md).
     """
 
     MAX_TITLE_LENGTH: ClassVar[int] = MAX_TITLE_LENGTH
@@ -75,13 +77,19 @@ class SessionDB:
         *,
         url: str | URL | None = None,
         engine: Engine | None = None,
+        **engine_options: Any,
     ) -> None:
         # A url= that is not a URL is a mistake, never a file name (no stray files).
         target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
         self._url = engine.url if engine is not None else resolve_url(target)
         # A caller's engine gets the settings of our own (WAL, foreign keys, BEGIN
         # IMMEDIATE) but stays the caller's: close() leaves its pool alone.
-        self.engine = adopt_engine(engine) if engine is not None else create_engine(self._url, prepare=True)
+        # engine_options: pool and timeout settings for a server (docs/postgresql.md).
+        self.engine = (
+            adopt_engine(engine)
+            if engine is not None
+            else create_engine(self._url, prepare=True, **engine_options)
+        )
         self.db_path = sqlite_path(self._url)
         ensure_schema(self.engine)
         self._uow = UnitOfWork(self.engine, owns_engine=engine is None)

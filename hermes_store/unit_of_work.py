@@ -24,12 +24,13 @@ from typing import TypeVar
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, RootTransaction
 
 from hermes_store.backends import backend_for
 from hermes_store.engine import write_engine
-from hermes_store.errors import NestedWrite, WriteConflict
+from hermes_store.errors import NestedWrite, ServerUnavailable, WriteConflict
 from hermes_store.errors_map import is_retryable_conflict, raise_translated
+from hermes_store.errors_server import is_server_unreachable
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,8 @@ MAX_ATTEMPTS = 15
 RETRY_MIN_S = 0.020
 RETRY_MAX_S = 0.150
 CHECKPOINT_EVERY_N_WRITES = 50
+RECONNECT_WAIT_S = 15.0
+"""How long a write keeps reconnecting while the database server is unreachable."""
 _IDLE_READERS_KEPT = 8
 
 
@@ -61,6 +64,7 @@ class UnitOfWork:
         retry_max_s: float = RETRY_MAX_S,
         checkpoint_every: int = CHECKPOINT_EVERY_N_WRITES,
         owns_engine: bool = True,
+        reconnect_wait_s: float = RECONNECT_WAIT_S,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -70,6 +74,7 @@ class UnitOfWork:
         self.retry_min_s = retry_min_s
         self.retry_max_s = retry_max_s
         self.checkpoint_every = checkpoint_every
+        self.reconnect_wait_s = reconnect_wait_s
         self._write_engine = write_engine(engine)
         self._backend = backend_for(engine)
         self._reader = orm.sessionmaker(bind=engine, expire_on_commit=False)
@@ -92,30 +97,41 @@ class UnitOfWork:
         ``operation`` names what is being written, for the error raised when every attempt
         found the database locked (:class:`WriteConflict`). Other errors propagate at
         once, after rollback; SQLite storage errors become the matching ``StoreError``.
+        On a database server, a write whose connection broke before its ``COMMIT`` was
+        sent is retried on a fresh connection for up to ``reconnect_wait_s`` (a restart
+        or a dropped connection), then :class:`ServerUnavailable` is raised; one that
+        broke during ``COMMIT`` is never retried (it may have been applied).
         A write started from inside ``work`` (same thread) raises :class:`NestedWrite`.
         ``work`` may run more than once, so it must not have side effects outside the session.
         """
         if self._writer == self._caller():
             raise NestedWrite(operation)
-        last_error: BaseException | None = None
-        for attempt in range(1, self.max_attempts + 1):
+        conflicts = 0
+        reconnect_deadline: float | None = None
+        while True:
             with self._lock:
                 self._writer = self._caller()
                 try:
                     result = self._attempt(work)
                 except _DRIVER_ERRORS as exc:
-                    if not is_retryable_conflict(exc):
+                    if is_server_unreachable(exc):
+                        now = time.monotonic()
+                        reconnect_deadline = reconnect_deadline or now + self.reconnect_wait_s
+                        if now >= reconnect_deadline:
+                            raise_translated(exc, operation)
+                    elif not is_retryable_conflict(exc):
                         raise_translated(exc, operation)
-                    last_error = exc
+                    else:
+                        conflicts += 1
+                        if conflicts >= self.max_attempts:
+                            raise WriteConflict(operation, self.max_attempts, exc) from None
                 else:
                     self._count_success()
                     return result
                 finally:
                     self._writer = None
-            if attempt < self.max_attempts:
-                self.retry_count += 1
-                self._pause(random.uniform(self.retry_min_s, self.retry_max_s))
-        raise WriteConflict(operation, self.max_attempts, last_error)
+            self.retry_count += 1
+            self._pause(random.uniform(self.retry_min_s, self.retry_max_s))
 
     def _caller(self) -> int:
         """Who is writing: the thread (the asyncio unit of work says: the store call)."""
@@ -129,13 +145,17 @@ class UnitOfWork:
         """One try: BEGIN (IMMEDIATE on SQLite), run ``work``, COMMIT; roll back on error."""
         connection = self._write_connection
         if connection is None or connection.closed or connection.invalidated:
+            self._write_connection = None
             connection = self._write_connection = self._write_engine.connect()
             self._write_session = orm.Session(bind=connection, expire_on_commit=False)
         session = self._write_session
         try:
-            with connection.begin():
+            # Committed inside the block so a COMMIT that fails is told apart (_commit);
+            # the context manager still rolls back whatever state a failure leaves.
+            with connection.begin() as transaction:
                 result = work(session)
                 session.flush()
+                _commit(transaction)
             return result
         except BaseException:
             self._end_failed_transaction(connection)
@@ -154,8 +174,10 @@ class UnitOfWork:
         connection is discarded (closing it makes SQLite roll back and release the lock).
         """
         try:
-            if connection.in_transaction():
-                connection.rollback()
+            # A transaction whose COMMIT failed is inactive but still open: end it too.
+            leftover = connection.get_transaction()
+            if leftover is not None:
+                leftover.rollback()
             if not connection.invalidated and _driver_in_transaction(connection):
                 connection.invalidate()
         except _DRIVER_ERRORS:
@@ -253,3 +275,17 @@ class UnitOfWork:
 def _driver_in_transaction(connection: Connection) -> bool:
     """Whether the DBAPI connection itself says a transaction is open (sqlite3 does)."""
     return bool(getattr(connection.connection.driver_connection, "in_transaction", False))
+
+
+def _commit(transaction: RootTransaction) -> None:
+    """Commit; a connection lost during ``COMMIT`` leaves the outcome unknown, so say so."""
+    try:
+        transaction.commit()
+    except _DRIVER_ERRORS as exc:
+        if not is_server_unreachable(exc):
+            raise
+        raise ServerUnavailable(
+            "the database server dropped the connection during COMMIT: the write may or may "
+            f"not have been applied; check before repeating it ({exc.__class__.__name__})",
+            outcome_unknown=True,
+        ) from exc

@@ -53,19 +53,34 @@ def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
 
 
 # Expression indexes Alembic cannot compare; their DDL is frozen in the revisions and
-# checked by tests. The last two are PostgreSQL's full-text indexes (revision 0011).
-EXPRESSION_INDEXES = frozenset({"idx_sessions_started", "idx_messages_fts", "idx_messages_trgm"})
+# checked by tests. The others are PostgreSQL's search indexes (revisions 0011, 0012).
+EXPRESSION_INDEXES = frozenset(
+    {
+        "idx_sessions_started",
+        "idx_messages_fts",
+        "idx_messages_trgm",
+        "idx_messages_search_vector",
+        "idx_messages_cjk_grams",
+        "idx_messages_session_id",
+    }
+)
+# Columns only one backend has (revision 0012's stored tsvector on PostgreSQL); the
+# shared models do not declare them.
+BACKEND_ONLY_COLUMNS = frozenset({("messages", "search_vector")})
 
 
 def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
     """Leave out what Alembic cannot compare faithfully.
 
-    * Expression indexes (``started_at DESC``, PostgreSQL's text-search indexes).
+    * Expression indexes (``started_at DESC``, PostgreSQL's text-search indexes) and the
+      PostgreSQL-only objects of revision 0012.
     * Primary-key columns on SQLite: upstream declares ``id TEXT PRIMARY KEY`` without
       NOT NULL, which SQLite reflects as nullable, while the models rightly say a primary
       key is never NULL. The schema must stay upstream's, so that is not drift.
     """
     if type_ == "index" and name in EXPRESSION_INDEXES:
+        return False
+    if type_ == "column" and reflected and (getattr(obj.table, "name", None), name) in BACKEND_ONLY_COLUMNS:
         return False
     return not (
         type_ == "column"
@@ -157,6 +172,10 @@ def run_migrations_online() -> None:
         history_ = scripts()
         if not legacy.prepare_for_alembic(connection, history_.revisions, history_.head):
             return
+        if connection.dialect.name == "postgresql" and supplied is None:
+            # A long upgrade must not hit the service's statement/lock timeouts.
+            connection.exec_driver_sql("SET statement_timeout = 0")
+            connection.exec_driver_sql("SET lock_timeout = 0")
         if connection.in_transaction() and not isinstance(supplied, Connection):
             connection.commit()
         context.configure(

@@ -31,6 +31,7 @@ REVISION_FILES = (
     "0009_messages_codex_message_items.py",
     "0010_trigram_fts.py",
     "0011_inline_fts_with_tool_fields.py",
+    "0012_postgresql_search_at_scale.py",
 )
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "hermes_state.py", "hermes_store", "migrations")
 
@@ -136,5 +137,5 @@ def test_installed_wheel_upgrades_a_new_database_to_head_outside_the_checkout(
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert Path(report["package"]).is_relative_to(target)
     assert Path(report["migrations"]).is_relative_to(target)
-    assert report["revision"] == [["0011"]]
+    assert report["revision"] == [["0012"]]
     assert report["schema_version"] == [[11]]

@@ -106,7 +106,13 @@ class PostgreSQLBackend:
         """Nothing: reads already run in one (READ COMMITTED) transaction."""
 
     def lock_for_migration(self, connection: Connection) -> None:
-        """A transaction-scoped advisory lock every migrator takes first."""
+        """A transaction-scoped advisory lock every migrator takes first.
+
+        The service's statement and lock timeouts are lifted for the migration's
+        transaction: rebuilding an index over millions of rows may rightly take minutes.
+        """
+        connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
+        connection.exec_driver_sql("SET LOCAL lock_timeout = 0")
         connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
 
     def checkpoint(self, engine: Engine) -> None:

@@ -6,9 +6,13 @@ from bound parameters (``phraseto_tsquery`` per term, so no user text is ever sp
 into SQL or into tsquery syntax). The ``simple`` configuration lower-cases and does not
 stem, like FTS5's unicode61 (it does not fold diacritics, unlike unicode61).
 
-Both indexes cover the same text as SQLite's FTS5 tables:
-``content || ' ' || tool_name || ' ' || tool_calls``. Differences from SQLite are listed
-in ``docs/postgresql.md``.
+Every index covers the same text as SQLite's FTS5 tables:
+``content || ' ' || tool_name || ' ' || tool_calls``. Revision 0012 stores its ``tsvector``
+in ``messages.search_vector`` (GIN-indexed), so matching and ranking read the stored
+vector and only the page returned pays for ``ts_headline``. Substring terms go to the
+``pg_trgm`` index; terms too short for trigrams that hold CJK characters also require
+their CJK characters and pairs from ``idx_messages_cjk_grams``, so no search kind has to
+scan ``messages``. Differences from SQLite are listed in ``docs/postgresql.md``.
 """
 
 from __future__ import annotations
@@ -19,13 +23,17 @@ from typing import Any
 from sqlalchemy import orm
 
 from hermes_store.repository.rows import fetch_dicts
+from hermes_store.search.cjk import is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters
-from hermes_store.search.plan import SearchPlan, like_pattern
+from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, like_pattern
 
 INDEXED_TEXT = (
     "(COALESCE(m.content, '') || ' ' || COALESCE(m.tool_name, '') || ' ' || COALESCE(m.tool_calls, ''))"
 )
-TSVECTOR = f"to_tsvector('simple'::regconfig, {INDEXED_TEXT})"
+STORED_TSVECTOR = "m.search_vector"
+"""Revision 0012's generated column: ``to_tsvector('simple', INDEXED_TEXT)``, stored."""
+CJK_GRAMS = f"hermes_cjk_grams({INDEXED_TEXT})"
+"""Revision 0012's indexed expression: every CJK character and adjacent pair of the text."""
 HEADLINE_OPTIONS = (
     "StartSel=>>>, StopSel=<<<, MaxWords=40, MinWords=15, ShortWord=0, MaxFragments=1, FragmentDelimiter=..."
 )
@@ -81,59 +89,119 @@ def _term_sql(token: str, params: dict[str, Any]) -> str | None:
     return f"phraseto_tsquery('simple'::regconfig, :{name})"
 
 
-def _filters(filters: SearchFilters, params: dict[str, Any]) -> str:
+def _filters(filters: SearchFilters, params: dict[str, Any]) -> tuple[str, str]:
+    """The ``FROM`` clause the filters need and their conditions.
+
+    ``sessions`` is joined while finding matches only when a source filter needs it:
+    hashing tens of thousands of sessions for every search costs more than the search.
+    The rows of the returned page are joined to their sessions afterwards.
+    """
     where, extra = filters.sql()
     params.update(extra)
-    return where
+    needs_sessions = filters.sources is not None or bool(filters.exclude_sources)
+    source = "messages m JOIN sessions s ON s.id = m.session_id" if needs_sessions else "messages m"
+    return source, where
+
+
+_PAGE_COLUMNS = (
+    "m.id, m.session_id, m.role, {snippet} AS snippet, m.timestamp, m.tool_name, "
+    "s.source, s.model, s.started_at AS session_started"
+)
 
 
 def find_hits(
     db: orm.Session, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
 ) -> list[dict[str, Any]]:
-    """The matching messages (without context) for ``plan`` on PostgreSQL."""
+    """The matching messages (without context) for ``plan`` on PostgreSQL.
+
+    Matches are found, ordered and cut to the page first (ids and scores only); the
+    page's rows are then read, given their snippets and joined to their sessions.
+    """
     params: dict[str, Any] = {"limit": limit, "offset": offset}
     if plan.kind == "fts" and plan.match:
         query = tsquery_sql(plan.match, params)
         if query is None:
             return []
-        where = _filters(filters, params)
+        source, where = _filters(filters, params)
+        # The tsquery is written out where it is used (not read from a CTE) so the planner
+        # folds it to a constant and estimates its matches from the GIN statistics.
+        headline = f"ts_headline('simple'::regconfig, {INDEXED_TEXT}, {query}, :headline)"
         sql = f"""
-        WITH q AS (SELECT {query} AS query),
-        hits AS (
-            SELECT m.id, ts_rank({TSVECTOR}, q.query) AS score
-            FROM messages m JOIN sessions s ON s.id = m.session_id, q
-            WHERE {TSVECTOR} @@ q.query {where}
+        WITH hits AS (
+            SELECT m.id, ts_rank({STORED_TSVECTOR}, {query}) AS score
+            FROM {source}
+            WHERE {STORED_TSVECTOR} @@ {query} {where}
             ORDER BY score DESC, m.id DESC
             LIMIT :limit OFFSET :offset
         )
-        SELECT m.id, m.session_id, m.role,
-               ts_headline('simple'::regconfig, {INDEXED_TEXT}, q.query, :headline) AS snippet,
-               m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started
-        FROM hits JOIN messages m ON m.id = hits.id JOIN sessions s ON s.id = m.session_id, q
+        SELECT {_PAGE_COLUMNS.format(snippet=headline)}
+        FROM hits JOIN messages m ON m.id = hits.id JOIN sessions s ON s.id = m.session_id
         ORDER BY hits.score DESC, m.id DESC
         """
         params["headline"] = HEADLINE_OPTIONS
         return fetch_dicts(db, sql, params)
-    condition, terms = _substring_condition(plan, params)
+    return _substring_hits(db, plan, filters, params)
+
+
+RECENT_WINDOW = 5000
+"""Substring searches first look among this many newest messages (see :func:`_substring_hits`)."""
+
+
+def _substring_hits(
+    db: orm.Session, plan: SearchPlan, filters: SearchFilters, params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Like/trigram hits, newest first, in one or two steps.
+
+    Results are ordered by id, so when the newest :data:`RECENT_WINDOW` messages already
+    hold a full page of matches, that page is exact: a backward walk of the primary key
+    finds it without touching any other row (a frequent term, where the indexes would
+    hand back tens of thousands of candidates to sort). Otherwise the indexed query runs
+    over the whole table (a rare term, which the indexes find quickly).
+    """
+    window_params = dict(params)
+    condition, terms = _substring_condition(plan, window_params, use_grams=False)
     if not terms:
         return []
-    where = _filters(filters, params)
-    sql = f"""
-    SELECT m.id, m.session_id, m.role, m.content AS snippet, m.timestamp, m.tool_name,
-           s.source, s.model, s.started_at AS session_started
-    FROM messages m JOIN sessions s ON s.id = m.session_id
-    WHERE {condition} {where}
-    ORDER BY m.id DESC
-    LIMIT :limit OFFSET :offset
-    """
-    hits = fetch_dicts(db, sql, params, content_keys=("snippet",))
+    source, where = _filters(filters, window_params)
+    window_params["window"] = RECENT_WINDOW
+    recent = (
+        "(SELECT id, session_id, role, content, tool_name, tool_calls FROM messages "
+        "ORDER BY id DESC LIMIT :window) m"
+    )
+    hits = _substring_page(db, source.replace("messages m", recent, 1), condition, where, window_params)
+    if len(hits) < params["limit"]:
+        condition, terms = _substring_condition(plan, params, use_grams=True)
+        source, where = _filters(filters, params)
+        hits = _substring_page(db, source, condition, where, params)
     for hit in hits:
         hit["snippet"] = substring_snippet(hit["snippet"], terms[0], marked=plan.kind == "trigram")
     return hits
 
 
-def _substring_condition(plan: SearchPlan, params: dict[str, Any]) -> tuple[str, list[str]]:
+def _substring_page(
+    db: orm.Session, source: str, condition: str, where: str, params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    sql = f"""
+    WITH hits AS (
+        SELECT m.id FROM {source}
+        WHERE {condition} {where}
+        ORDER BY m.id DESC
+        LIMIT :limit OFFSET :offset
+    )
+    SELECT {_PAGE_COLUMNS.format(snippet="m.content")}
+    FROM hits JOIN messages m ON m.id = hits.id JOIN sessions s ON s.id = m.session_id
+    ORDER BY m.id DESC
+    """
+    return fetch_dicts(db, sql, params, content_keys=("snippet",))
+
+
+def _substring_condition(
+    plan: SearchPlan, params: dict[str, Any], use_grams: bool = True
+) -> tuple[str, list[str]]:
     """``ILIKE`` conditions for a like or trigram plan, and its terms in order.
+
+    ``use_grams`` adds the gram-index condition to short CJK terms (for the indexed
+    query; over a handful of rows it would only cost time).
 
     A like plan needs every term. A trigram plan keeps FTS5's operators over its quoted
     terms: ``OR`` between groups, ``NOT`` as "and not", anything else "and".
@@ -160,11 +228,52 @@ def _substring_condition(plan: SearchPlan, params: dict[str, Any]) -> tuple[str,
         params[name] = like_pattern(term)
         terms.append(term)
         test = f"{INDEXED_TEXT} ILIKE :{name} ESCAPE '\\'"
-        clause.append(f"NOT ({test})" if negate else test)
+        if negate:
+            clause.append(f"NOT ({test})")
+        else:
+            grams = required_cjk_grams(term) if use_grams else []
+            if grams:
+                names = [f"g{name}_{i}" for i in range(len(grams))]
+                params.update(zip(names, grams, strict=True))
+                wanted = ", ".join(f"CAST(:{n} AS text)" for n in names)
+                test = f"{CJK_GRAMS} @> ARRAY[{wanted}] AND {test}"
+            clause.append(test)
         negate = False
     if clause:
         groups.append("(" + " AND ".join(clause) + ")")
     return "(" + " OR ".join(groups) + ")", terms
+
+
+def required_cjk_grams(term: str) -> list[str]:
+    """The CJK characters and adjacent CJK pairs ``term`` contains, when ``pg_trgm`` cannot
+    serve it; else ``[]``.
+
+    ``pg_trgm`` finds a ``LIKE`` pattern through its index only when the pattern holds a
+    word of at least three characters. For a term without one, every message containing
+    the term contains each of its CJK characters and pairs, so requiring them from
+    ``idx_messages_cjk_grams`` narrows the candidates through an index; the ``ILIKE``
+    beside it still decides the match.
+    """
+    if _has_trigram_word(term):
+        return []
+    grams: list[str] = []
+    run = ""
+    for char in term + " ":
+        if is_cjk_codepoint(ord(char)):
+            run += char
+            continue
+        grams.extend(run[i : i + width] for width in (1, 2) for i in range(len(run) - width + 1))
+        run = ""
+    return list(dict.fromkeys(grams))
+
+
+def _has_trigram_word(term: str) -> bool:
+    length = 0
+    for char in term:
+        length = length + 1 if char.isalnum() else 0
+        if length >= MIN_TRIGRAM_TERM:
+            return True
+    return False
 
 
 def _quote(term: str) -> str:

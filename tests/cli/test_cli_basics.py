@@ -134,7 +134,7 @@ def test_progress_bars_are_drawn_on_a_terminal(runner: CliRunner, seeded_db: Pat
     )
     assert "Backing up" in backup.stderr
     upgrade = runner.invoke(cli, ["--db", str(tmp_path / "new.db"), "upgrade"], env=env)
-    assert "upgrade 0010 -> 0011" in upgrade.stderr
+    assert "upgrade 0011 -> 0012" in upgrade.stderr
 
 
 def test_progress_bars_are_hidden_in_pipes(invoke: Invoke, tmp_path: Path) -> None:

@@ -271,9 +271,9 @@ def test_foreign_keys_reference_sessions_without_on_delete_action(head_db: Path)
     assert fks("messages") == [("sessions", "session_id", "id", "NO ACTION", "NO ACTION")]
 
 
-def test_head_records_schema_version_11_once_and_alembic_0011(head_db: Path) -> None:
+def test_head_records_schema_version_11_once_and_alembic_0012(head_db: Path) -> None:
     assert schema_versions(head_db) == [11]
-    assert alembic_versions(head_db) == ["0011"]
+    assert alembic_versions(head_db) == ["0012"]
 
 
 # --- FTS behaviour at head ---------------------------------------------------------------
@@ -403,6 +403,11 @@ def test_stepping_down_to_0001_and_back_up_keeps_every_row_and_schema_version_in
     populated_head: tuple[Path, dict[str, dict]],
 ) -> None:
     path, before = populated_head
+    # 0012 adds PostgreSQL-only objects: on SQLite stepping over it changes nothing.
+    schema_at_head = inventory(path)
+    migrate.downgrade(path, "-1")
+    assert (alembic_versions(path), schema_versions(path)) == (["0011"], [11])
+    assert inventory(path) == schema_at_head
     for number in range(10, 0, -1):
         migrate.downgrade(path, "-1")
         assert alembic_versions(path) == [f"{number:04d}"]
@@ -411,10 +416,10 @@ def test_stepping_down_to_0001_and_back_up_keeps_every_row_and_schema_version_in
     assert inventory(path) >= {"table:messages_fts", "column:messages.token_count"}
     assert "column:messages.finish_reason" not in inventory(path)
     at_0001 = {t: read_rows(path, t) for t in ("sessions", "messages")}
-    for number in range(2, 12):
+    for number in range(2, 13):
         migrate.upgrade(path, "+1")
         assert alembic_versions(path) == [f"{number:04d}"]
-        assert schema_versions(path) == [number]
+        assert schema_versions(path) == [min(number, 11)]  # 0012 leaves upstream's v11
         assert_rows_kept(path, at_0001)
         assert_readded_columns_are_empty(path, at_0001)
     assert table_info(path, "sessions") == SESSIONS_COLUMNS
@@ -452,7 +457,7 @@ def test_cli_downgrade_to_0001_and_upgrade_keeps_rows(
     at_0001 = {t: read_rows(path, t) for t in ("sessions", "messages")}
     alembic_cli(path, "upgrade", "head")
     assert schema_versions(path) == [11]
-    assert alembic_versions(path) == ["0011"]
+    assert alembic_versions(path) == ["0012"]
     assert_rows_kept(path, at_0001)
     assert_readded_columns_are_empty(path, at_0001)
     for table in FTS_TABLES:

@@ -1,4 +1,4 @@
-"""Revisions 0001–0011 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
+"""Revisions 0001–0012 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
 
 from __future__ import annotations
 
@@ -27,19 +27,27 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
         inspector.get_table_names()
     )
     assert len(inspector.get_columns("sessions")) == 27
-    assert len(inspector.get_columns("messages")) == 15
+    # upstream's 15 columns plus revision 0012's stored tsvector
+    assert [c["name"] for c in inspector.get_columns("messages")][15:] == ["search_vector"]
     types = {c["name"]: c["type"] for c in inspector.get_columns("sessions")}
     assert isinstance(types["started_at"], sa.Double | sa.DOUBLE_PRECISION)
     indexes = {ix["name"]: ix for ix in inspector.get_indexes("sessions")}
     assert indexes["idx_sessions_title_unique"]["unique"]
     message_indexes = {ix["name"] for ix in inspector.get_indexes("messages")}
-    assert {"idx_messages_session", "idx_messages_fts", "idx_messages_trgm"} <= message_indexes
+    assert {
+        "idx_messages_session",
+        "idx_messages_search_vector",
+        "idx_messages_trgm",
+        "idx_messages_cjk_grams",
+        "idx_messages_session_id",
+    } <= message_indexes
+    assert "idx_messages_fts" not in message_indexes  # replaced by the stored vector's index
     with create_engine(pg_url).connect() as connection:
         assert connection.exec_driver_sql("SELECT version FROM schema_version").scalars().all() == [11]
         assert connection.exec_driver_sql(
             "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'"
         ).scalar() == 1
-    assert current_revision(pg_url) == "0011"
+    assert current_revision(pg_url) == "0012"
 
 
 def test_epoch_seconds_keep_microseconds(pg_url: str) -> None:
@@ -60,7 +68,7 @@ def test_step_down_and_up_keeps_rows_and_schema_version(pg_url: str) -> None:
     db.append_message("s", "user", "kept through every step")
     db.close()
     engine = create_engine(pg_url)
-    for version in range(10, 0, -1):
+    for version in range(11, 0, -1):
         downgrade(pg_url, f"{version:04d}")
         with engine.connect() as connection:
             assert connection.exec_driver_sql("SELECT version FROM schema_version").scalar() == version

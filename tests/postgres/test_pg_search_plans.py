@@ -1,0 +1,192 @@
+"""Every search kind on PostgreSQL is served by an index, never a sequential scan of ``messages``.
+
+A store of 60,000 messages is loaded in one ``INSERT … SELECT generate_series`` at
+revision 0011, then upgraded to head (revision 0012 builds its objects over the rows
+and runs ``ANALYZE``): big enough that the planner weighs indexes against scans. Each
+search records the statements it sends; each statement is run again under
+``EXPLAIN (FORMAT JSON)`` with the same parameters, and its plan must not hold a
+``Seq Scan`` on ``messages``. The searches also have to return the rows planted for
+them, so an index that silently found nothing would fail too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from pg_scratch import scratch_database
+
+from hermes_store import SessionDB, create_engine, upgrade
+
+MESSAGES = 60_000
+SESSIONS = 3_000
+
+LOAD = (
+    f"""INSERT INTO sessions (id, source, started_at, message_count, tool_call_count,
+        input_tokens, output_tokens)
+    SELECT 's' || g, (ARRAY['cli', 'telegram', 'discord', 'slack', 'tui'])[1 + g % 5],
+           1.7e9 + g, 0, 0, 0, 0
+    FROM generate_series(0, {SESSIONS - 1}) AS g""",
+    # Latin prose of pseudo-words; every tenth message CJK prose from U+4E00–U+4F8F (which
+    # holds none of the planted CJK terms); a few planted words and terms.
+    f"""INSERT INTO messages (session_id, role, content, timestamp, tool_name)
+    SELECT 's' || (g % {SESSIONS}),
+           (ARRAY['user', 'assistant', 'tool', 'assistant'])[1 + g % 4],
+           CASE WHEN g % 10 = 0
+                THEN (SELECT string_agg(chr(19968 + ((g * 31 + k * 17) % 400)), '')
+                      FROM generate_series(1, 30) AS k)
+                ELSE (SELECT string_agg('w' || ((g * 7 + k * 13) % 5000), ' ')
+                      FROM generate_series(1, 25) AS k)
+           END
+           || CASE WHEN g % 997 = 0 THEN ' zebrafinch 数据库服务器 记忆' ELSE '' END
+           || CASE WHEN g % 1499 = 0 THEN ' quokka deploys fast' ELSE '' END,
+           1.7e9 + g,
+           CASE WHEN g % 4 = 2 THEN 'terminal' END
+    FROM generate_series(1, {MESSAGES}) AS g""",
+    "ANALYZE sessions",
+)
+
+ZEBRA = MESSAGES // 997  # messages holding ' zebrafinch 数据库服务器 记忆'
+QUOKKA = MESSAGES // 1499
+
+
+@pytest.fixture(scope="module")
+def big_store(pg_admin_url: str) -> Iterator[SessionDB]:
+    with scratch_database(pg_admin_url, "hermes_plans") as url:
+        upgrade(url, "0011")
+        engine = create_engine(url)
+        with engine.begin() as connection:
+            for statement in LOAD:
+                connection.execute(sa.text(statement))
+        engine.dispose()
+        upgrade(url)  # 0012 over 60,000 existing rows
+        db = SessionDB(url=url)
+        yield db
+        db.close()
+
+
+class Recorder:
+    """Collects the statements and parameters a SessionDB call sends."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        self.statements: list[tuple[str, Any]] = []
+        sa.event.listen(engine, "before_cursor_execute", self._record)
+
+    def _record(self, _conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if statement.lstrip().upper().startswith(("SELECT", "WITH")) and "messages" in statement:
+            self.statements.append((statement, parameters))
+
+    def close(self) -> None:
+        sa.event.remove(self.engine, "before_cursor_execute", self._record)
+
+
+def _plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _plan_nodes(child)
+
+
+def explain_all(db: SessionDB, call: Any) -> tuple[Any, list[list[dict[str, Any]]]]:
+    """Run ``call()``; return its result and the plan nodes of every statement it sent."""
+    recorder = Recorder(db.engine)
+    try:
+        result = call()
+    finally:
+        recorder.close()
+    plans = []
+    raw = db.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        for statement, parameters in recorder.statements:
+            cursor.execute("EXPLAIN (FORMAT JSON) " + statement, parameters)
+            document = cursor.fetchone()[0]
+            plans.append(list(_plan_nodes(document[0]["Plan"])))
+        raw.rollback()
+    finally:
+        raw.close()
+    return result, plans
+
+
+def assert_no_message_scan(plans: list[list[dict[str, Any]]], *indexes: str) -> None:
+    """No plan scans ``messages`` sequentially; every named index appears in some plan.
+
+    ``"a|b"`` names alternatives: one of them must appear.
+    """
+    assert plans, "the call sent no SELECT on messages"
+    used: set[str] = set()
+    for nodes in plans:
+        for node in nodes:
+            if node.get("Relation Name") == "messages":
+                assert node["Node Type"] != "Seq Scan", f"sequential scan of messages: {nodes}"
+            if "Index Name" in node:
+                used.add(node["Index Name"])
+    missing = [wanted for wanted in indexes if not used & set(wanted.split("|"))]
+    assert not missing, f"indexes {missing} unused; used {used}"
+
+
+@pytest.mark.parametrize(
+    ("query", "hits", "index"),
+    [
+        ("zebrafinch", ZEBRA, "idx_messages_search_vector"),
+        ("quokka deploys", QUOKKA, "idx_messages_search_vector"),
+        ('"deploys fast"', QUOKKA, "idx_messages_search_vector"),
+        ("zebra*", ZEBRA, "idx_messages_search_vector"),
+        ("zebrafinch OR quokka", ZEBRA + QUOKKA - MESSAGES // (997 * 1499), "idx_messages_search_vector"),
+        ("zebrafinch NOT quokka", ZEBRA, "idx_messages_search_vector"),
+        ("数据库", ZEBRA, "idx_messages_trgm"),  # 3-character CJK: trigram
+        ("记忆", ZEBRA, "idx_messages_cjk_grams"),  # 2-character CJK: too short for trigrams
+        ("忆", ZEBRA, "idx_messages_cjk_grams"),  # 1 character
+        # several terms, one short: either index narrows enough; the planner picks
+        ("服务器 记忆", ZEBRA, "idx_messages_trgm|idx_messages_cjk_grams"),
+    ],
+)
+def test_search_kind_uses_an_index(big_store: SessionDB, query: str, hits: int, index: str) -> None:
+    results, plans = explain_all(big_store, lambda: big_store.search_messages(query, limit=200))
+    assert len(results) == hits
+    assert_no_message_scan(plans, index, "idx_messages_session_id")  # the latter: context lookup
+    assert all(len(hit["context"]) >= 1 for hit in results)
+
+
+@pytest.mark.parametrize("query", ["zebrafinch", "记忆", "数据库"])
+def test_source_and_role_filters_keep_the_index(big_store: SessionDB, query: str) -> None:
+    everything = big_store.search_messages(query, limit=200)
+    results, plans = explain_all(
+        big_store,
+        lambda: big_store.search_messages(query, source_filter=["telegram"], role_filter=["user"], limit=200),
+    )
+    expected = {h["id"] for h in everything if h["source"] == "telegram" and h["role"] == "user"}
+    assert {h["id"] for h in results} == expected
+    assert_no_message_scan(plans)
+    excluded, plans = explain_all(
+        big_store, lambda: big_store.search_messages(query, exclude_sources=["cli", "tui"], limit=200)
+    )
+    assert {h["id"] for h in excluded} == {h["id"] for h in everything if h["source"] not in ("cli", "tui")}
+    assert_no_message_scan(plans)
+
+
+def test_ranking_and_snippets_read_the_stored_vector(big_store: SessionDB) -> None:
+    """Matching and ranking use ``search_vector``; ``ts_headline`` runs for the page only."""
+    recorder = Recorder(big_store.engine)
+    try:
+        page = big_store.search_messages("zebrafinch", limit=5)
+    finally:
+        recorder.close()
+    assert len(page) == 5 and all(">>>zebrafinch<<<" in hit["snippet"] for hit in page)
+    (search_sql, _), *_ = recorder.statements
+    ranked, headline = search_sql.split("ts_headline", 1)
+    assert "ts_rank(m.search_vector" in ranked and "m.search_vector @@" in ranked
+    assert "to_tsvector" not in search_sql
+    assert "LIMIT" in ranked and "LIMIT" not in headline  # the page is cut before headlines
+
+
+def test_upgrade_kept_every_row_and_filled_the_stored_vector(big_store: SessionDB) -> None:
+    with big_store.engine.connect() as connection:
+        counts = connection.exec_driver_sql(
+            "SELECT count(*), count(*) FILTER (WHERE search_vector = to_tsvector('simple', "
+            "COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, ''))) "
+            "FROM messages"
+        ).one()
+    assert tuple(counts) == (MESSAGES, MESSAGES)

@@ -1,0 +1,64 @@
+"""Pool and timeout options for PostgreSQL engines: URL query, keywords, defaults, bad values."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from hermes_store.errors_server import is_server_unreachable, translate_server_error
+from hermes_store.server_options import DEFAULTS, split_options
+
+URL = sa.make_url("postgresql+psycopg://app@db/hermes")
+
+
+def test_defaults_apply_when_nothing_is_given() -> None:
+    url, kwargs = split_options(URL, {})
+    assert url == URL
+    assert {k: kwargs[k] for k in ("pool_size", "max_overflow", "pool_pre_ping", "pool_recycle")} == {
+        "pool_size": 5, "max_overflow": 10, "pool_pre_ping": True, "pool_recycle": 1800,
+    }
+    assert kwargs["connect_args"]["options"] == "-c statement_timeout=60s -c lock_timeout=10s"
+    assert set(DEFAULTS) >= {"statement_timeout", "lock_timeout"}
+
+
+def test_url_query_is_read_and_removed_and_keywords_win() -> None:
+    url, kwargs = split_options(
+        URL.update_query_dict({"pool_size": "20", "pool_pre_ping": "off", "lock_timeout": "2s",
+                               "sslmode": "require"}),
+        {"lock_timeout": 500, "echo": True, "connect_args": {"options": "-c search_path=app"}},
+    )
+    assert dict(url.query) == {"sslmode": "require"}  # libpq's own options stay in the URL
+    assert (kwargs["pool_size"], kwargs["pool_pre_ping"], kwargs["echo"]) == (20, False, True)
+    assert kwargs["connect_args"]["options"] == (
+        "-c search_path=app -c statement_timeout=60s -c lock_timeout=500"
+    )
+
+
+def test_a_pool_class_without_sizing_drops_the_sizing_arguments() -> None:
+    _, kwargs = split_options(URL, {"poolclass": sa.pool.NullPool, "pool_timeout": "5"})
+    assert "pool_size" not in kwargs and "max_overflow" not in kwargs and "pool_timeout" not in kwargs
+    assert kwargs["poolclass"] is sa.pool.NullPool and kwargs["pool_recycle"] == 1800
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("pool_size", "many"),
+        ("pool_size", -1),
+        ("pool_pre_ping", "sometimes"),
+        ("statement_timeout", "soon"),
+        ("lock_timeout", -5),
+        ("lock_timeout", "1s; DROP TABLE x"),
+    ],
+)
+def test_bad_values_are_refused_naming_the_option(name: str, value: object) -> None:
+    with pytest.raises(ValueError, match=name):
+        split_options(URL, {name: value})
+
+
+def test_sqlite_errors_are_not_server_errors() -> None:
+    import sqlite3
+
+    error = sqlite3.OperationalError("database is locked")
+    assert not is_server_unreachable(error)
+    assert translate_server_error(error, "reading") is None
