@@ -22,7 +22,7 @@ from typing import Any
 def hold_lock(config: dict[str, Any]) -> None:
     connection = sqlite3.connect(config["path"], isolation_level=None, timeout=10)
     connection.execute("BEGIN IMMEDIATE")
-    connection.execute("INSERT INTO state_meta(key, value) VALUES ('held-by', 'other process')")
+    connection.execute("INSERT OR REPLACE INTO state_meta(key, value) VALUES ('held-by', 'other process')")
     print("locked", flush=True)
     time.sleep(config["seconds"])
     connection.execute("COMMIT")
