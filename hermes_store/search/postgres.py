@@ -20,7 +20,7 @@ from sqlalchemy import orm
 
 from hermes_store.repository.rows import fetch_dicts
 from hermes_store.search.engine import SearchFilters
-from hermes_store.search.plan import SearchPlan, like_pattern
+from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, ascii_lower, like_pattern
 
 INDEXED_TEXT = (
     "(COALESCE(m.content, '') || ' ' || COALESCE(m.tool_name, '') || ' ' || COALESCE(m.tool_calls, ''))"
@@ -133,42 +133,37 @@ def find_hits(
 
 
 def _substring_condition(plan: SearchPlan, params: dict[str, Any]) -> tuple[str, list[str]]:
-    """``ILIKE`` conditions for a like or trigram plan, and its terms in order.
+    """The conditions of a substring plan (any group: all required terms, no excluded
+    one), and its required terms in order.
 
-    A like plan needs every term. A trigram plan keeps FTS5's operators over its quoted
-    terms: ``OR`` between groups, ``NOT`` as "and not", anything else "and".
+    Each term is checked exactly, lower-casing ASCII only as SQLite's ``LIKE`` does; a
+    required term of 3+ characters is also tested with ``ILIKE``, which folds more but
+    is what a ``pg_trgm`` index on the indexed text can answer, so it narrows first.
     """
-    if plan.kind == "like":
-        tokens = [_quote(term) for term in plan.like_terms]
-    elif plan.kind == "trigram" and plan.match:
-        tokens = _TOKEN.findall(plan.match)
-    else:
+    if plan.kind not in ("like", "trigram"):
         return "", []
-    terms: list[str] = []
-    groups: list[str] = []
-    clause: list[str] = []
-    negate = False
-    for token in tokens:
-        if token in _OPERATORS:
-            if token == "OR" and clause:
-                groups.append("(" + " AND ".join(clause) + ")")
-                clause = []
-            negate = token == "NOT"
-            continue
-        term = token[1:-1].replace('""', '"') if token.startswith('"') else token
-        name = f"p{len(terms)}"
-        params[name] = like_pattern(term)
-        terms.append(term)
-        test = f"{INDEXED_TEXT} ILIKE :{name} ESCAPE '\\'"
-        clause.append(f"NOT ({test})" if negate else test)
-        negate = False
-    if clause:
-        groups.append("(" + " AND ".join(clause) + ")")
-    return "(" + " OR ".join(groups) + ")", terms
+    names: dict[str, str] = {}
+
+    def test(term: str, narrow: bool) -> str:
+        if term not in names:
+            names[term] = f"p{len(names)}"
+            params[names[term]] = like_pattern(ascii_lower(term))
+            params[names[term] + "i"] = like_pattern(term)
+        name = names[term]
+        exact = f"translate({INDEXED_TEXT}, '{_UPPER}', '{_LOWER}') LIKE :{name} ESCAPE '\\'"
+        if narrow and len(term) >= MIN_TRIGRAM_TERM:
+            return f"{INDEXED_TEXT} ILIKE :{name}i ESCAPE '\\' AND {exact}"
+        return exact
+
+    groups = [
+        " AND ".join([test(term, True) for term in group.required] + [f"NOT ({test(term, False)})" for term in group.excluded])
+        for group in plan.groups
+    ]
+    return "(" + " OR ".join(f"({group})" for group in groups) + ")", list(plan.like_terms)
 
 
-def _quote(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
+_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_LOWER = "abcdefghijklmnopqrstuvwxyz"
 
 
 def substring_snippet(content: Any, term: str, marked: bool) -> str | None:

@@ -1,10 +1,14 @@
-"""Search on SQLite: FTS5 word index, FTS5 trigram index, or LIKE substrings.
+"""Search on SQLite: FTS5 word index, or literal substrings narrowed by the trigram index.
 
 Three query shapes, chosen by :func:`hermes_store.search.plan.plan_search`:
 
 * ``fts`` — the unicode61 word index ``messages_fts``, best bm25 rank first;
-* ``trigram`` — the trigram index ``messages_fts_trigram`` (CJK terms of 3+ characters);
-* ``like`` — literal substrings over content, tool name and tool-call JSON, newest first.
+* ``trigram`` — substrings: the trigram index ``messages_fts_trigram`` names the
+  candidates (through the plan's terms of 3+ characters), ``LIKE`` checks every term;
+* ``like`` — substrings with no term the trigram index can use: ``LIKE`` on every message.
+
+Both substring shapes return the newest hits first, so SQLite can stop reading the index
+as soon as a page is full.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ LIKE_SNIPPET_BEFORE = 40
 LIKE_SNIPPET_CHARS = 120
 HUGE_ROW_CHARS = 65536
 
+INDEXED_TEXT = (
+    "(COALESCE(m.content, '') || ' ' || COALESCE(m.tool_name, '') || ' ' || COALESCE(m.tool_calls, ''))"
+)
+"""The text both FTS5 tables index (upstream-behaviour §2.5); substring terms are checked in it."""
 
 _HIT_COLUMNS = (
     "m.id, m.session_id, m.role, {snippet} AS snippet, m.timestamp, m.tool_name, "
@@ -34,33 +42,59 @@ _HIT_COLUMNS = (
 )
 
 
-def _fts_sql(table: str, where: str) -> str:
+def _fts_snippet(table: str) -> str:
     # snippet() slows down quadratically with the matches inside one row; a huge row
     # (a 10 MB tool dump) gets a plain prefix instead of an unbounded wait.
-    snippet = (
+    return (
         f"CASE WHEN length(COALESCE(m.content, '')) + length(COALESCE(m.tool_calls, '')) > {HUGE_ROW_CHARS} "
         f"THEN substr(m.content, 1, {LIKE_SNIPPET_CHARS}) "
         f"ELSE snippet({table}, 0, '>>>', '<<<', '...', {SNIPPET_TOKENS}) END"
     )
+
+
+def _fts_sql(where: str) -> str:
     return (
-        f"SELECT {_HIT_COLUMNS.format(snippet=snippet)} FROM {table} "
-        f"JOIN messages m ON m.id = {table}.rowid JOIN sessions s ON s.id = m.session_id "
-        f"WHERE {table} MATCH :match {where} ORDER BY rank LIMIT :limit OFFSET :offset"
+        f"SELECT {_HIT_COLUMNS.format(snippet=_fts_snippet('messages_fts'))} FROM messages_fts "
+        "JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_id "
+        f"WHERE messages_fts MATCH :match {where} ORDER BY rank LIMIT :limit OFFSET :offset"
     )
 
 
-def _like_sql(term_count: int, where: str) -> str:
-    conditions = " AND ".join(
-        f"(m.content LIKE :p{i} ESCAPE '\\' OR m.tool_name LIKE :p{i} ESCAPE '\\' "
-        f"OR m.tool_calls LIKE :p{i} ESCAPE '\\')"
-        for i in range(term_count)
+def substring_condition(plan: SearchPlan, params: dict[str, Any]) -> str:
+    """The exact check of a substring plan: any group whose required terms all occur and
+    whose excluded terms do not. Binds one ``LIKE`` pattern per distinct term."""
+    names: dict[str, str] = {}
+
+    def test(term: str) -> str:
+        if term not in names:
+            names[term] = f"p{len(names)}"
+            params[names[term]] = like_pattern(term)
+        return f"{INDEXED_TEXT} LIKE :{names[term]} ESCAPE '\\'"
+
+    groups = [
+        " AND ".join([test(term) for term in group.required] + [f"NOT {test(term)}" for term in group.excluded])
+        for group in plan.groups
+    ]
+    return "(" + " OR ".join(f"({group})" for group in groups) + ")"
+
+
+def _trigram_sql(condition: str, where: str) -> str:
+    return (
+        f"SELECT {_HIT_COLUMNS.format(snippet=_fts_snippet('messages_fts_trigram'))} "
+        "FROM messages_fts_trigram JOIN messages m ON m.id = messages_fts_trigram.rowid "
+        "JOIN sessions s ON s.id = m.session_id "
+        f"WHERE messages_fts_trigram MATCH :match AND {condition} {where} "
+        "ORDER BY messages_fts_trigram.rowid DESC LIMIT :limit OFFSET :offset"
     )
+
+
+def _like_sql(condition: str, where: str) -> str:
     snippet = (
         f"substr(m.content, max(1, instr(m.content, :p_raw) - {LIKE_SNIPPET_BEFORE}), {LIKE_SNIPPET_CHARS})"
     )
     return (
         f"SELECT {_HIT_COLUMNS.format(snippet=snippet)} FROM messages m "
-        f"JOIN sessions s ON s.id = m.session_id WHERE {conditions} {where} "
+        f"JOIN sessions s ON s.id = m.session_id WHERE {condition} {where} "
         "ORDER BY m.id DESC LIMIT :limit OFFSET :offset"
     )
 
@@ -71,14 +105,14 @@ def find_hits(
     """The matching messages (without context) for ``plan``; ``[]`` on a query FTS5 rejects."""
     where, params = filters.sql()
     params |= {"limit": limit, "offset": offset}
-    if plan.kind in ("fts", "trigram"):
-        table = "messages_fts" if plan.kind == "fts" else "messages_fts_trigram"
-        sql = _fts_sql(table, where)
+    if plan.kind == "fts":
+        sql = _fts_sql(where)
+        params["match"] = plan.match
+    elif plan.kind == "trigram":
+        sql = _trigram_sql(substring_condition(plan, params), where)
         params["match"] = plan.match
     elif plan.kind == "like":
-        sql = _like_sql(len(plan.like_terms), where)
-        for index, term in enumerate(plan.like_terms):
-            params[f"p{index}"] = like_pattern(term)
+        sql = _like_sql(substring_condition(plan, params), where)
         params["p_raw"] = plan.like_terms[0]
     else:
         return []
@@ -87,7 +121,7 @@ def find_hits(
     except sqlite3.OperationalError as exc:
         if is_missing_search_capability(exc):
             raise_translated(exc, "searching")
-        if is_lock_error(exc) or plan.kind == "like":
+        if is_lock_error(exc) or plan.kind != "fts":
             raise
         # The sanitiser should make this unreachable; a query FTS5 still rejects finds nothing.
         log.warning("FTS5 rejected search %r: %s", plan.match, exc)
