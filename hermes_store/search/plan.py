@@ -145,7 +145,8 @@ def _substring_atoms(text: str) -> list[tuple[bool, str]]:
                 continue
             # A star is a prefix search in FTS5; every substring is already a prefix match.
             part = part.strip("*")
-            if any(not unicodedata.category(char).startswith("P") for char in part):
+            # A term of ASCII punctuation alone (``-``, ``:``) is syntax, not something to find.
+            if any(char.isalnum() or not char.isascii() for char in part):
                 atoms.append((False, part))
     return atoms
 
