@@ -20,7 +20,7 @@ from sqlalchemy import orm
 
 from hermes_store.repository.rows import fetch_dicts
 from hermes_store.search.engine import SearchFilters
-from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, ascii_lower, like_pattern
+from hermes_store.search.plan import SearchPlan, like_pattern
 
 INDEXED_TEXT = (
     "(COALESCE(m.content, '') || ' ' || COALESCE(m.tool_name, '') || ' ' || COALESCE(m.tool_calls, ''))"
@@ -136,34 +136,49 @@ def _substring_condition(plan: SearchPlan, params: dict[str, Any]) -> tuple[str,
     """The conditions of a substring plan (any group: all required terms, no excluded
     one), and its required terms in order.
 
-    Each term is checked exactly, lower-casing ASCII only as SQLite's ``LIKE`` does; a
-    required term of 3+ characters is also tested with ``ILIKE``, which folds more but
-    is what a ``pg_trgm`` index on the indexed text can answer, so it narrows first.
+    A term is matched exactly, lower-casing ASCII letters only, as SQLite's ``LIKE``
+    does: a term without ASCII letters is a plain ``LIKE``; one with ASCII letters is an
+    ``ILIKE`` (which folds more, and which a ``pg_trgm`` index on the indexed text can
+    answer for 3+ characters) confirmed by a regular expression with ``[xX]`` for each
+    letter, run only on the rows the ``ILIKE`` lets through.
     """
     if plan.kind not in ("like", "trigram"):
         return "", []
     names: dict[str, str] = {}
 
-    def test(term: str, narrow: bool) -> str:
+    def test(term: str) -> str:
         if term not in names:
             names[term] = f"p{len(names)}"
-            params[names[term]] = like_pattern(ascii_lower(term))
-            params[names[term] + "i"] = like_pattern(term)
+            params[names[term]] = like_pattern(term)
+            if _has_ascii_letter(term):
+                params[names[term] + "r"] = _ascii_insensitive_regex(term)
         name = names[term]
-        exact = f"translate({INDEXED_TEXT}, '{_UPPER}', '{_LOWER}') LIKE :{name} ESCAPE '\\'"
-        if narrow and len(term) >= MIN_TRIGRAM_TERM:
-            return f"{INDEXED_TEXT} ILIKE :{name}i ESCAPE '\\' AND {exact}"
-        return exact
+        if not _has_ascii_letter(term):
+            return f"{INDEXED_TEXT} LIKE :{name} ESCAPE '\\'"
+        return f"({INDEXED_TEXT} ILIKE :{name} ESCAPE '\\' AND {INDEXED_TEXT} ~ :{name}r)"
 
     groups = [
-        " AND ".join([test(term, True) for term in group.required] + [f"NOT ({test(term, False)})" for term in group.excluded])
+        " AND ".join([test(term) for term in group.required] + [f"NOT {test(term)}" for term in group.excluded])
         for group in plan.groups
     ]
     return "(" + " OR ".join(f"({group})" for group in groups) + ")", list(plan.like_terms)
 
 
-_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-_LOWER = "abcdefghijklmnopqrstuvwxyz"
+def _has_ascii_letter(term: str) -> bool:
+    return any(char.isascii() and char.isalpha() for char in term)
+
+
+def _ascii_insensitive_regex(term: str) -> str:
+    """A POSIX regular expression matching ``term`` literally, ASCII letters in either case."""
+    out = []
+    for char in term:
+        if char.isascii() and char.isalpha():
+            out.append(f"[{char.lower()}{char.upper()}]")
+        elif char.isascii() and not char.isalnum():
+            out.append("\\" + char)
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 def substring_snippet(content: Any, term: str, marked: bool) -> str | None:

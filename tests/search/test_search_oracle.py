@@ -40,6 +40,8 @@ from hermes_store.search.engine import SearchFilters, find_hits
 from hermes_store.search.plan import plan_search
 
 LIMIT = 100_000
+PG_WORD_SAMPLE = 40
+"""Word-class queries measured per class on PostgreSQL in CI (all of them when writing the table)."""
 
 Key = tuple[str, int]
 
@@ -132,7 +134,13 @@ def evaluate(backend: str, store: Loaded) -> tuple[Stats, dict[str, set[Key]]]:
         return _RESULTS[backend]
     tallies: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     found_by_query: dict[str, set[Key]] = {}
+    sampled: dict[str, int] = defaultdict(int)
     for query in queries_for(store):
+        if backend == "postgresql" and query.cls in WORD_CLASSES and not os.environ.get("HERMES_ORACLE_TABLE"):
+            # Measured only, never asserted (see the last test): a sample keeps CI fast.
+            sampled[query.cls] += 1
+            if sampled[query.cls] > PG_WORD_SAMPLE:
+                continue
         expected = expected_hits(query, store.texts, store.tokens)
         found = store.hits(query.text)
         found_by_query[query.text] = found
