@@ -158,7 +158,9 @@ def _substring_condition(plan: SearchPlan, params: dict[str, Any]) -> tuple[str,
         return f"({INDEXED_TEXT} ILIKE :{name} ESCAPE '\\' AND {INDEXED_TEXT} ~ :{name}r)"
 
     groups = [
-        " AND ".join([test(term) for term in group.required] + [f"NOT {test(term)}" for term in group.excluded])
+        " AND ".join(
+            [test(term) for term in group.required] + [f"NOT {test(term)}" for term in group.excluded]
+        )
         for group in plan.groups
     ]
     return "(" + " OR ".join(f"({group})" for group in groups) + ")", list(plan.like_terms)

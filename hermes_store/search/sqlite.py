@@ -72,7 +72,9 @@ def substring_condition(plan: SearchPlan, params: dict[str, Any]) -> str:
         return f"{INDEXED_TEXT} LIKE :{names[term]} ESCAPE '\\'"
 
     groups = [
-        " AND ".join([test(term) for term in group.required] + [f"NOT {test(term)}" for term in group.excluded])
+        " AND ".join(
+            [test(term) for term in group.required] + [f"NOT {test(term)}" for term in group.excluded]
+        )
         for group in plan.groups
     ]
     return "(" + " OR ".join(f"({group})" for group in groups) + ")"
@@ -99,23 +101,32 @@ def _like_sql(condition: str, where: str) -> str:
     )
 
 
+def statement(
+    plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
+) -> tuple[str, dict[str, Any]] | None:
+    """The SQL and parameters that run ``plan``, or ``None`` for an empty plan."""
+    where, params = filters.sql()
+    params |= {"limit": limit, "offset": offset}
+    if plan.kind == "fts":
+        params["match"] = plan.match
+        return _fts_sql(where), params
+    if plan.kind == "trigram":
+        params["match"] = plan.match
+        return _trigram_sql(substring_condition(plan, params), where), params
+    if plan.kind == "like":
+        params["p_raw"] = plan.like_terms[0]
+        return _like_sql(substring_condition(plan, params), where), params
+    return None
+
+
 def find_hits(
     db: orm.Session, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
 ) -> list[dict[str, Any]]:
     """The matching messages (without context) for ``plan``; ``[]`` on a query FTS5 rejects."""
-    where, params = filters.sql()
-    params |= {"limit": limit, "offset": offset}
-    if plan.kind == "fts":
-        sql = _fts_sql(where)
-        params["match"] = plan.match
-    elif plan.kind == "trigram":
-        sql = _trigram_sql(substring_condition(plan, params), where)
-        params["match"] = plan.match
-    elif plan.kind == "like":
-        sql = _like_sql(substring_condition(plan, params), where)
-        params["p_raw"] = plan.like_terms[0]
-    else:
+    built = statement(plan, filters, limit, offset)
+    if built is None:
         return []
+    sql, params = built
     try:
         return fetch_dicts(db, sql, params)
     except sqlite3.OperationalError as exc:

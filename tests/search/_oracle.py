@@ -28,22 +28,128 @@ SEED = 20261130
 
 # --- vocabulary --------------------------------------------------------------------
 
-LATIN = (
-    "deploy deployment redeploy deployer docker dockerfile compose kubernetes server service "
-    "servers python pythonic script scripts test tests testing error errors bug bugfix fix "
-    "config configure configuration install installer build builder cache cached memory "
-    "network request response timeout retry token tokens session sessions message agent "
-    "agents model models search searching index indexes query queries database migrate "
-    "migration branch merge commit release version update upgrade log logs debug trace "
-    "hello world alpha beta gamma delta api key keys secret import export file files path"
-).split()
-ACCENTED = "café cafe naïve naive Ångström angstrom résumé resume façade facade über uber niño nino".split()
-CYRILLIC = "ещё еще йогурт иогурт Ёлка елка привет Привет сервер сервера запуск ошибка".split()
-ARABIC = "الكتاب كتاب مرحبا خادم نشر خطأ البيانات بيانات".split()
-CJK_CHARS = "部署服务器失败脚本的用写一个这怎么达成完成率修复设置配置文件记忆断裂通信协议你好世界数据库错误日志测试版本更新"
-KOREAN = "검색 한국어 배포 서버 설정 오류 데이터 스크립트 완료 실패".split()
-KANA = "キー 設定 デプロイ サーバー すくりぷと ファイル エラー テスト ログ ｶﾀｶﾅ".split()
-THAI = "ภาษาไทย การค้นหา เซิร์ฟเวอร์ ข้อผิดพลาด ทดสอบ".split()
+LATIN = [
+    "deploy",
+    "deployment",
+    "redeploy",
+    "deployer",
+    "docker",
+    "dockerfile",
+    "compose",
+    "kubernetes",
+    "server",
+    "service",
+    "servers",
+    "python",
+    "pythonic",
+    "script",
+    "scripts",
+    "test",
+    "tests",
+    "testing",
+    "error",
+    "errors",
+    "bug",
+    "bugfix",
+    "fix",
+    "config",
+    "configure",
+    "configuration",
+    "install",
+    "installer",
+    "build",
+    "builder",
+    "cache",
+    "cached",
+    "memory",
+    "network",
+    "request",
+    "response",
+    "timeout",
+    "retry",
+    "token",
+    "tokens",
+    "session",
+    "sessions",
+    "message",
+    "agent",
+    "agents",
+    "model",
+    "models",
+    "search",
+    "searching",
+    "index",
+    "indexes",
+    "query",
+    "queries",
+    "database",
+    "migrate",
+    "migration",
+    "branch",
+    "merge",
+    "commit",
+    "release",
+    "version",
+    "update",
+    "upgrade",
+    "log",
+    "logs",
+    "debug",
+    "trace",
+    "hello",
+    "world",
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "api",
+    "key",
+    "keys",
+    "secret",
+    "import",
+    "export",
+    "file",
+    "files",
+    "path",
+]
+ACCENTED = [
+    "café",
+    "cafe",
+    "naïve",
+    "naive",
+    "Ångström",
+    "angstrom",
+    "résumé",
+    "resume",
+    "façade",
+    "facade",
+    "über",
+    "uber",
+    "niño",
+    "nino",
+]
+CYRILLIC = [
+    "ещё",
+    "еще",
+    "йогурт",
+    "иогурт",
+    "Ёлка",
+    "елка",
+    "привет",
+    "Привет",
+    "сервер",
+    "сервера",
+    "запуск",
+    "ошибка",
+]
+ARABIC = ["الكتاب", "كتاب", "مرحبا", "خادم", "نشر", "خطأ", "البيانات", "بيانات"]
+CJK_CHARS = (
+    "部署服务器失败脚本的用写一个这怎么达成完成率修复设置配置文件"
+    "记忆断裂通信协议你好世界数据库错误日志测试版本更新"
+)
+KOREAN = ["검색", "한국어", "배포", "서버", "설정", "오류", "데이터", "스크립트", "완료", "실패"]
+KANA = ["キー", "設定", "デプロイ", "サーバー", "すくりぷと", "ファイル", "エラー", "テスト", "ログ", "ｶﾀｶﾅ"]
+THAI = ["ภาษาไทย", "การค้นหา", "เซิร์ฟเวอร์", "ข้อผิดพลาด", "ทดสอบ"]
 EMOJI = ["🚀", "✅", "🔥", "👍", "🎉", "❤", "⭐", "📦", "🐍", "©", "™", "⚠"]
 IDENTIFIERS = [
     "my.app_config.ts",
@@ -66,7 +172,7 @@ CODE = [
     "def deploy(server): return server.start()",
     "for (let i = 0; i < n; i++) { total += i; }",
     'SELECT * FROM messages WHERE content LIKE "%部署%";',
-    "if err != nil { return fmt.Errorf(\"docker: %w\", err) }",
+    'if err != nil { return fmt.Errorf("docker: %w", err) }',
     "x = {'key': 'value', 'n': 100}",
 ]
 
@@ -140,13 +246,26 @@ def build_corpus(size: int = 4000) -> list[list[dict[str, Any]]]:
                 call = {
                     "id": f"call_{rng.randint(0, 10**6)}",
                     "type": "function",
-                    "function": {"name": rng.choice(["terminal", "read_file", "web_search"]),
-                                 "arguments": json.dumps({"command": _sentence(rng)}, ensure_ascii=rng.random() < 0.5)},
+                    "function": {
+                        "name": rng.choice(["terminal", "read_file", "web_search"]),
+                        "arguments": json.dumps({"command": _sentence(rng)}, ensure_ascii=rng.random() < 0.5),
+                    },
                 }
-                session.append({"role": "assistant", "content": _sentence(rng) if rng.random() < 0.5 else None,
-                                "tool_calls": [call]})
+                session.append(
+                    {
+                        "role": "assistant",
+                        "content": _sentence(rng) if rng.random() < 0.5 else None,
+                        "tool_calls": [call],
+                    }
+                )
             elif roll < 0.22:
-                session.append({"role": "tool", "content": _sentence(rng), "tool_name": rng.choice(["terminal", "读取文件", "read_file"])})
+                session.append(
+                    {
+                        "role": "tool",
+                        "content": _sentence(rng),
+                        "tool_name": rng.choice(["terminal", "读取文件", "read_file"]),
+                    }
+                )
             else:
                 session.append({"role": rng.choice(["user", "assistant"]), "content": _sentence(rng)})
         sessions.append(session)
@@ -264,7 +383,9 @@ def expected_hits(query: Query, texts: dict[Any, str], tokens: dict[Any, list[st
             found |= {
                 key
                 for key, text in folded.items()
-                if first in text and all(term in text for term in needed) and not any(term in text for term in banned)
+                if first in text
+                and all(term in text for term in needed)
+                and not any(term in text for term in banned)
             }
         return found
     # Word semantics: every message holding one word of some alternative is a candidate;
@@ -351,7 +472,11 @@ def generate_queries(texts: list[str], per_class: int = 200) -> list[Query]:
     latin_tokens = [[w for w in words(t) if w.isascii() and w.isalpha() and len(w) > 2] for t in texts]
     latin_tokens = [ws for ws in latin_tokens if ws]
     all_tokens = [words(t) for t in texts]
-    both = [t for t, ws in zip(texts, all_tokens) if _has_han(t) and any(w.isascii() and w.isalpha() for w in ws)]
+    both = [
+        t
+        for t, ws in zip(texts, all_tokens, strict=True)
+        if _has_han(t) and any(w.isascii() and w.isalpha() for w in ws)
+    ]
     by_word: dict[str, list[list[str]]] = {}
     for ws in latin_tokens:
         for w in set(ws):
@@ -363,7 +488,9 @@ def generate_queries(texts: list[str], per_class: int = 200) -> list[Query]:
         # Latin words: one or two words, any case; a near-miss word now and then.
         first = _word(rng, latin_tokens) if rng.random() < 0.9 else rng.choice(LATIN) + "zz"
         if rng.random() < 0.5:
-            queries.append(_word_query("latin_words", first.upper() if rng.random() < 0.2 else first, (first,)))
+            queries.append(
+                _word_query("latin_words", first.upper() if rng.random() < 0.2 else first, (first,))
+            )
         else:
             second = rng.choice(rng.choice(by_word[first]) if first in by_word else [first])
             queries.append(_word_query("latin_words", f"{first} {second}", (first,), (second,)))
@@ -406,8 +533,13 @@ def generate_queries(texts: list[str], per_class: int = 200) -> list[Query]:
             queries.append(_sub("mixed", f"{han} {latin.capitalize()}", han, latin.capitalize()))
         else:
             glued = _substring_of(rng, texts, lambda c: _is_han(c) or ("a" <= c.lower() <= "z"), 4, 9)
-            queries.append(_sub("mixed", glued if _has_han(glued) else glued + " " + han,
-                                *((glued,) if _has_han(glued) else (glued, han))))
+            queries.append(
+                _sub(
+                    "mixed",
+                    glued if _has_han(glued) else glued + " " + han,
+                    *((glued,) if _has_han(glued) else (glued, han)),
+                )
+            )
         # Identifiers and paths: the phrase of their words.
         ident = rng.choice(IDENTIFIERS)
         queries.append(_word_query("identifiers", ident, tuple(words(ident))))
@@ -439,4 +571,12 @@ def _is_plain_word(word: str) -> bool:
 
 
 SUBSTRING_CLASSES = ("cjk_1", "cjk_2", "cjk_3plus", "mixed", "emoji", "korean_kana_thai")
-WORD_CLASSES = ("latin_words", "phrases", "prefixes", "boolean", "identifiers", "numbers", "cyrillic_arabic_accents")
+WORD_CLASSES = (
+    "latin_words",
+    "phrases",
+    "prefixes",
+    "boolean",
+    "identifiers",
+    "numbers",
+    "cyrillic_arabic_accents",
+)

@@ -18,7 +18,6 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -32,7 +31,6 @@ from _oracle import (
     indexed_text,
     words,
 )
-
 from sqlalchemy import orm
 
 from hermes_store import SessionDB
@@ -136,7 +134,11 @@ def evaluate(backend: str, store: Loaded) -> tuple[Stats, dict[str, set[Key]]]:
     found_by_query: dict[str, set[Key]] = {}
     sampled: dict[str, int] = defaultdict(int)
     for query in queries_for(store):
-        if backend == "postgresql" and query.cls in WORD_CLASSES and not os.environ.get("HERMES_ORACLE_TABLE"):
+        if (
+            backend == "postgresql"
+            and query.cls in WORD_CLASSES
+            and not os.environ.get("HERMES_ORACLE_TABLE")
+        ):
             # Measured only, never asserted (see the last test): a sample keeps CI fast.
             sampled[query.cls] += 1
             if sampled[query.cls] > PG_WORD_SAMPLE:
@@ -169,8 +171,10 @@ def _write_table() -> None:
     target = os.environ.get("HERMES_ORACLE_TABLE")
     if not target:
         return
-    lines = ["| class | semantics | queries | backend | hits | recall | precision | queries not exact |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| class | semantics | queries | backend | hits | recall | precision | queries not exact |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for cls in (*WORD_CLASSES, *SUBSTRING_CLASSES):
         for backend, (stats, _) in sorted(_RESULTS.items(), reverse=True):
             row = stats[cls]
@@ -191,8 +195,10 @@ def _mismatches(store: Loaded, classes: tuple[str, ...], found: dict[str, set[Ke
         if found[query.text] != expected:
             missing = sorted(expected - found[query.text])[:2]
             extra = sorted(found[query.text] - expected)[:2]
-            out.append(f"{query.cls} {query.text!r}: missing {[store.texts[k][:60] for k in missing]} "
-                       f"extra {[store.texts[k][:60] for k in extra]}")
+            out.append(
+                f"{query.cls} {query.text!r}: missing {[store.texts[k][:60] for k in missing]} "
+                f"extra {[store.texts[k][:60] for k in extra]}"
+            )
     return out
 
 

@@ -85,12 +85,27 @@ def _sub(kind: str, *groups: tuple[str, ...] | TermGroup, match: str | None = No
         ('"你好"', _sub("like", ("你好",))),
         ('"你好 world"', _sub("trigram", ("你好 world",), match='"你好 world"')),
         ("记忆断裂", _sub("trigram", ("记忆断裂",), match='"记忆断裂"')),
-        ("记忆断裂 OR 通信协议", _sub("trigram", ("记忆断裂",), ("通信协议",), match='("记忆断裂") OR ("通信协议")')),
-        ('"记忆断裂" OR "通信协议"', _sub("trigram", ("记忆断裂",), ("通信协议",), match='("记忆断裂") OR ("通信协议")')),
-        ("记忆断裂 NOT 通信协议", _sub("trigram", TermGroup(("记忆断裂",), ("通信协议",)), match='"记忆断裂"')),
-        ("记忆断裂 and 通信协议", _sub("trigram", ("记忆断裂", "and", "通信协议"), match='"记忆断裂" AND "and" AND "通信协议"')),
+        (
+            "记忆断裂 OR 通信协议",
+            _sub("trigram", ("记忆断裂",), ("通信协议",), match='("记忆断裂") OR ("通信协议")'),
+        ),
+        (
+            '"记忆断裂" OR "通信协议"',
+            _sub("trigram", ("记忆断裂",), ("通信协议",), match='("记忆断裂") OR ("通信协议")'),
+        ),
+        (
+            "记忆断裂 NOT 通信协议",
+            _sub("trigram", TermGroup(("记忆断裂",), ("通信协议",)), match='"记忆断裂"'),
+        ),
+        (
+            "记忆断裂 and 通信协议",
+            _sub("trigram", ("记忆断裂", "and", "通信协议"), match='"记忆断裂" AND "and" AND "通信协议"'),
+        ),
         ("AND 记忆断裂 OR", _sub("trigram", ("记忆断裂",), match='"记忆断裂"')),
-        ("sp_new and 血管瘤", _sub("trigram", ("sp_new", "and", "血管瘤"), match='"sp_new" AND "and" AND "血管瘤"')),
+        (
+            "sp_new and 血管瘤",
+            _sub("trigram", ("sp_new", "and", "血管瘤"), match='"sp_new" AND "and" AND "血管瘤"'),
+        ),
         ("你好 世界", _sub("like", ("你好", "世界"))),
         ("记忆 断裂", _sub("like", ("记忆", "断裂"))),
         ("记忆断裂 a", _sub("trigram", ("记忆断裂", "a"), match='"记忆断裂"')),
