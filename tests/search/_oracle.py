@@ -233,7 +233,7 @@ ISSUE_MESSAGES = [
 ]
 
 
-def build_corpus(size: int = 4000) -> list[list[dict[str, Any]]]:
+def build_corpus(size: int = 3000) -> list[list[dict[str, Any]]]:
     """Sessions of messages (``size`` in all, plus the issue's table), the same every run."""
     rng = random.Random(SEED)
     sessions: list[list[dict[str, Any]]] = [[{"role": "user", "content": text} for text in ISSUE_MESSAGES]]
