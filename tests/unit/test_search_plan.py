@@ -206,3 +206,29 @@ def test_plan_search_never_raises_and_its_plans_run(query: str) -> None:
         assert plan.groups
         assert all(plan.like_terms)
     _run(plan)
+
+
+def test_an_empty_plan_has_no_sqlite_statement() -> None:
+    from hermes_store.search.engine import SearchFilters
+    from hermes_store.search.sqlite import statement
+
+    assert statement(SearchPlan("empty"), SearchFilters(), 20, 0) is None
+
+
+@pytest.mark.parametrize(
+    ("term", "regex"),
+    [
+        ("docker", "[dD][oO][cC][kK][eE][rR]"),
+        ("C++", "[cC]\\+\\+"),
+        ("a.b$", "[aA]\\.[bB]\\$"),
+        ("部署x", "部署[xX]"),
+    ],
+)
+def test_postgresql_regex_folds_ascii_letters_only(term: str, regex: str) -> None:
+    import re
+
+    from hermes_store.search.postgres import _ascii_insensitive_regex
+
+    assert _ascii_insensitive_regex(term) == regex
+    assert re.search(regex, f"xx {term.upper()} yy")
+    assert not re.search(regex, f"xx {term[:-1]} yy")
