@@ -55,16 +55,20 @@ class Loaded:
             db.replace_messages(session_id, session)
         with db.engine.connect() as connection:
             rows = connection.execute(
-                sa.text("SELECT id, session_id, content, tool_name, tool_calls FROM messages ORDER BY id")
+                sa.text(
+                    "SELECT id, session_id, content, tool_name, tool_calls, role FROM messages ORDER BY id"
+                )
             ).all()
         ordinal: dict[str, int] = defaultdict(int)
         self.key_of: dict[int, Key] = {}
         self.texts: dict[Key, str] = {}
-        for row_id, session_id, content, tool_name, tool_calls in rows:
+        self.roles: dict[Key, str] = {}
+        for row_id, session_id, content, tool_name, tool_calls, role in rows:
             key = (session_id, ordinal[session_id])
             ordinal[session_id] += 1
             self.key_of[row_id] = key
             self.texts[key] = indexed_text(content, tool_name, tool_calls)
+            self.roles[key] = role
         self.tokens = {key: words(text) for key, text in self.texts.items()}
 
     def hits(self, query: str) -> set[Key]:
@@ -254,3 +258,34 @@ def test_postgresql_word_classes_are_measured(sqlite_store: Loaded, pg_store: Lo
     for cls in WORD_CLASSES:
         assert 0.0 < stats[cls]["recall"] <= 1.0
         assert 0.0 < stats[cls]["precision"] <= 1.0
+
+
+def _filtered_agreement(store: Loaded) -> list[str]:
+    """Through the public ``search_messages``: filters narrow the oracle's hits exactly."""
+    telegram = {key for key in store.texts if int(key[0][1:]) % 3 == 0}
+    roles = store.roles
+    wrong = []
+    sample = [query for query in queries_for(store) if query.cls in SUBSTRING_CLASSES][::12]
+    for query in sample:
+        expected = expected_for(store, query)
+        hits = store.db.search_messages(
+            query.text, source_filter=["telegram"], role_filter=["user"], limit=LIMIT
+        )
+        found = {store.key_of[hit["id"]] for hit in hits}
+        wanted = {key for key in expected if key in telegram and roles[key] == "user"}
+        if found != wanted:
+            wrong.append(query.text)
+        excluded = store.db.search_messages(query.text, exclude_sources=["telegram"], limit=LIMIT)
+        if {store.key_of[hit["id"]] for hit in excluded} != expected - telegram:
+            wrong.append(query.text)
+    assert len(sample) >= 90
+    return wrong
+
+
+def test_sqlite_filters_narrow_the_oracle_hits(sqlite_store: Loaded) -> None:
+    assert _filtered_agreement(sqlite_store) == []
+
+
+@pytest.mark.postgres
+def test_postgresql_filters_narrow_the_oracle_hits(pg_store: Loaded) -> None:
+    assert _filtered_agreement(pg_store) == []
