@@ -22,7 +22,7 @@ from sqlalchemy import orm
 from hermes_store.errors_map import is_lock_error, is_missing_search_capability, raise_translated
 from hermes_store.repository.rows import fetch_dicts
 from hermes_store.search.engine import SearchFilters
-from hermes_store.search.plan import SearchPlan, like_pattern
+from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, like_pattern
 
 log = logging.getLogger(__name__)
 
@@ -62,22 +62,34 @@ def _fts_sql(where: str) -> str:
 
 def substring_condition(plan: SearchPlan, params: dict[str, Any]) -> str:
     """The exact check of a substring plan: any group whose required terms all occur and
-    whose excluded terms do not. Binds one ``LIKE`` pattern per distinct term."""
+    whose excluded terms do not. Binds one ``LIKE`` pattern per distinct term.
+
+    A term without a space cannot span the spaces that join content, tool name and tool
+    calls in the indexed text, so it is checked column by column, which spares building
+    that text for every candidate. Terms the trigram index did not check (under three
+    characters) come first, so most candidates are rejected by the first test.
+    """
     names: dict[str, str] = {}
 
     def test(term: str) -> str:
         if term not in names:
             names[term] = f"p{len(names)}"
             params[names[term]] = like_pattern(term)
-        return f"{INDEXED_TEXT} LIKE :{names[term]} ESCAPE '\\'"
+        name = names[term]
+        if " " in term:
+            return f"{INDEXED_TEXT} LIKE :{name} ESCAPE '\\'"
+        # IFNULL: a NULL column must count as "not found", also under NOT.
+        return " OR ".join(f"IFNULL(m.{column}, '') LIKE :{name} ESCAPE '\\'" for column in _SEARCHED_COLUMNS)
 
-    groups = [
-        " AND ".join(
-            [test(term) for term in group.required] + [f"NOT {test(term)}" for term in group.excluded]
-        )
-        for group in plan.groups
-    ]
+    groups = []
+    for group in plan.groups:
+        required = sorted(group.required, key=lambda term: len(term) >= MIN_TRIGRAM_TERM)
+        tests = [f"({test(term)})" for term in required] + [f"NOT ({test(term)})" for term in group.excluded]
+        groups.append(" AND ".join(tests))
     return "(" + " OR ".join(f"({group})" for group in groups) + ")"
+
+
+_SEARCHED_COLUMNS = ("content", "tool_name", "tool_calls")
 
 
 def _trigram_sql(condition: str, where: str) -> str:

@@ -527,8 +527,17 @@ def generate_queries(texts: list[str], per_class: int = 200) -> list[Query]:
         latin = rng.choice([w for w in words(source) if w.isascii() and w.isalpha()])
         han = _substring_of(rng, [source], _is_han, 1, 3)
         shape = rng.random()
-        if shape < 0.4:
+        if shape < 0.35:
             queries.append(_sub("mixed", f"{latin} {han}", latin, han))
+        elif shape < 0.55:
+            # Operators on the substring path: OR between alternatives, NOT as "and not".
+            other = _substring_of(rng, texts, _is_han, 1, 3)
+            if rng.random() < 0.5:
+                queries.append(
+                    Query("mixed", f"{han} OR {latin}", "substring", (((han,), ()), ((latin,), ())))
+                )
+            else:
+                queries.append(Query("mixed", f"{han} NOT {other}", "substring", (((han,), (other,)),)))
         elif shape < 0.8:
             queries.append(_sub("mixed", f"{han} {latin.capitalize()}", han, latin.capitalize()))
         else:
