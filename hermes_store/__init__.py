@@ -12,36 +12,50 @@ SQLAlchemy 2.x models, an Alembic history (revisions 0001–0011) and a drop-in
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
-from hermes_store.engine import create_engine, write_engine
+from hermes_store import engine as _engine
+from hermes_store.engine import write_engine
 from hermes_store.errors import (
+    AuthenticationFailed,
     CorruptDatabase,
+    DatabaseNotFound,
+    MissingDriver,
     ReadOnlyStore,
     SchemaError,
     SearchUnavailable,
+    ServerUnavailable,
     StorageFull,
     StoreError,
     UnsafePath,
+    UnsupportedURL,
     WriteConflict,
 )
 from hermes_store.migrate import current_revision, downgrade, ensure_schema, upgrade
 from hermes_store.paths import default_db_path
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import URL, Engine
+
     from hermes_store.facade import SessionDB
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthenticationFailed",
     "CorruptDatabase",
+    "DatabaseNotFound",
+    "MissingDriver",
     "ReadOnlyStore",
     "SchemaError",
     "SearchUnavailable",
+    "ServerUnavailable",
     "SessionDB",
     "StorageFull",
     "StoreError",
     "UnsafePath",
+    "UnsupportedURL",
     "WriteConflict",
     "__version__",
     "create_engine",
@@ -52,6 +66,20 @@ __all__ = [
     "upgrade",
     "write_engine",
 ]
+
+
+def create_engine(
+    target: str | os.PathLike[str] | URL | None = None, *, prepare: bool = False, **engine_kwargs: Any
+) -> Engine:
+    """An engine on an existing store, for analytics (ORM queries over ``hermes_store.models``).
+
+    Nothing is created and nothing changes: a SQLite path with no file behind it raises
+    :class:`~hermes_store.errors.DatabaseNotFound` (a typo never leaves an empty file or
+    folder behind), and the file's journal mode is left as it is. ``prepare=True`` creates
+    the file and switches it to WAL, as ``SessionDB`` does. Keyword arguments go to
+    :func:`sqlalchemy.create_engine`.
+    """
+    return _engine.create_engine(target, prepare=prepare, **engine_kwargs)
 
 
 def __getattr__(name: str) -> Any:

@@ -27,7 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 
-from hermes_store.errors import UnsafePath
+from hermes_store.errors import DatabaseNotFound, MissingDriver, UnsafePath, UnsupportedURL
 from hermes_store.paths import default_db_path
 
 STORE_URL_VARIABLE = "HERMES_STORE_URL"
@@ -37,6 +37,10 @@ FILE_MODE = 0o600
 _SIDECARS = ("-wal", "-shm", "-journal")
 _NOT_A_WAL_REFUSAL = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY")
 DIR_MODE = 0o700
+SUPPORTED_BACKENDS = ("sqlite", "postgresql")
+_SUPPORTED_HINT = "use a file path, sqlite:///PATH or postgresql+psycopg://USER@HOST/DATABASE"
+# The extra that installs each backend's default driver.
+_DRIVER_EXTRAS = {"psycopg": "postgres"}
 
 
 class JournalModeWarning(UserWarning):
@@ -60,6 +64,29 @@ def resolve_url(target: str | os.PathLike[str] | URL | None = None) -> URL:
     if isinstance(target, str) and "://" in target:
         return make_url(target)
     return _sqlite_url(Path(target))
+
+
+def parse_url(url: str | URL) -> URL:
+    """A SQLAlchemy URL from ``url``; a string that is not one raises :class:`UnsupportedURL`.
+
+    Unlike :func:`resolve_url`, nothing here is taken as a file path, so a mistyped URL
+    can never create a file named after it.
+    """
+    if isinstance(url, URL):
+        return url
+    if "://" not in url:
+        raise UnsupportedURL(f"not a database URL: {url!r}; {_SUPPORTED_HINT}")
+    try:
+        return make_url(url)
+    except sa.exc.ArgumentError:
+        raise UnsupportedURL(f"not a database URL: {url!r}; {_SUPPORTED_HINT}") from None
+
+
+def check_backend(url: URL) -> None:
+    """Raise :class:`UnsupportedURL` unless ``url`` names SQLite or PostgreSQL."""
+    if url.get_backend_name() not in SUPPORTED_BACKENDS:
+        shown = url.render_as_string(hide_password=True)
+        raise UnsupportedURL(f"hermes_store cannot open {shown!r}: unsupported database; {_SUPPORTED_HINT}")
 
 
 def _sqlite_url(path: Path) -> URL:
@@ -117,18 +144,27 @@ def prepare_sqlite_file(path: Path) -> None:
     os.close(fd)
 
 
-def create_engine(target: str | os.PathLike[str] | URL | None = None, **engine_kwargs: Any) -> Engine:
+def create_engine(
+    target: str | os.PathLike[str] | URL | None = None, *, prepare: bool = True, **engine_kwargs: Any
+) -> Engine:
     """Create an engine for ``target`` (a path, a SQLAlchemy URL, or the default database).
 
-    For SQLite the file is created 0600 (with a 0700 directory when the store makes it),
-    and every connection gets WAL, ``foreign_keys=ON``, a 1 s busy timeout and
+    ``prepare=True`` (the default here, for the store's own writers: ``SessionDB``,
+    upgrades) creates a missing SQLite file 0600 (with 0700 folders where the store makes
+    them) and switches it to WAL. ``prepare=False`` (readers, and the public
+    :func:`hermes_store.create_engine`) uses the store exactly as it is: a path with no
+    file behind it raises :class:`DatabaseNotFound`, nothing is created and the journal
+    mode is left alone, so reading never changes a byte.
+
+    Every SQLite connection gets ``foreign_keys=ON``, a 1 s busy timeout and
     ``recursive_triggers=ON``. Transactions begun on this engine are deferred (reads);
     use :func:`write_engine` for writes. Extra keyword arguments go to
     :func:`sqlalchemy.create_engine`.
     """
     url = resolve_url(target)
+    check_backend(url)
     if url.get_backend_name() == "sqlite":
-        return _create_sqlite_engine(url, **engine_kwargs)
+        return _create_sqlite_engine(url, prepare, **engine_kwargs)
     return _create_server_engine(url, **engine_kwargs)
 
 
@@ -148,13 +184,20 @@ def _connect_args_for_sqlite() -> dict[str, Any]:
     return args
 
 
-def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
+def _create_sqlite_engine(url: URL, prepare: bool, **engine_kwargs: Any) -> Engine:
     path = sqlite_path(url)
     if path is not None:
-        prepare_sqlite_file(path)
+        if prepare:
+            prepare_sqlite_file(path)
+        elif not path.exists():
+            raise DatabaseNotFound(
+                f"no database at {path} (nothing was created); create one with "
+                f"hermes_store.SessionDB({str(path)!r}) or 'hermes-store --db {path} upgrade'"
+            )
     connect_args = {**_connect_args_for_sqlite(), **engine_kwargs.pop("connect_args", {})}
     engine = sa.create_engine(url, connect_args=connect_args, **engine_kwargs)
-    journal = _JournalModeState()
+    # Only the store's own writers choose the journal mode; a reader leaves it as it is.
+    journal = _JournalModeState() if prepare else None
 
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -162,7 +205,8 @@ def _create_sqlite_engine(url: URL, **engine_kwargs: Any) -> Engine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            journal.apply(cursor, path)
+            if journal is not None:
+                journal.apply(cursor, path)
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             # Without this, REPLACE-style deletes skip the FTS delete triggers.
@@ -219,7 +263,21 @@ def _create_server_engine(url: URL, **engine_kwargs: Any) -> Engine:
         # psycopg 3 is the driver we ship an extra for.
         url = url.set(drivername="postgresql+psycopg")
     engine_kwargs.setdefault("pool_pre_ping", True)
-    return sa.create_engine(url, **engine_kwargs)
+    try:
+        return sa.create_engine(url, **engine_kwargs)
+    except sa.exc.NoSuchModuleError:
+        shown = url.render_as_string(hide_password=True)
+        message = f"hermes_store cannot open {shown!r}: unknown driver; {_SUPPORTED_HINT}"
+        raise UnsupportedURL(message) from None
+    except ImportError as exc:
+        raise MissingDriver(_missing_driver_message(url, exc)) from None
+
+
+def _missing_driver_message(url: URL, exc: ImportError) -> str:
+    driver = url.get_driver_name() or url.get_backend_name()
+    extra = _DRIVER_EXTRAS.get(driver)
+    install = f"pip install 'hermes-store[{extra}]'" if extra else f"install the {driver} package"
+    return f"the {driver} driver for {url.get_backend_name()} is not installed ({exc.name or exc}); {install}"
 
 
 def file_mode(path: Path) -> int:

@@ -47,3 +47,27 @@ class SchemaError(StoreError):
 
 class UnsafePath(StoreError):
     """The database path is a symbolic link or otherwise unsafe to open for writing."""
+
+
+class DatabaseNotFound(StoreError):
+    """There is no database at the path, and opening it was not meant to create one."""
+
+
+class UnsupportedURL(StoreError):
+    """The URL cannot be parsed, or names a database hermes_store does not run on.
+
+    hermes_store opens SQLite files (``sqlite:///PATH`` or a plain path) and PostgreSQL
+    servers (``postgresql+psycopg://USER@HOST/DB``).
+    """
+
+
+class MissingDriver(StoreError):
+    """The Python driver the URL needs is not installed; the message names what to install."""
+
+
+class ServerUnavailable(StoreError):
+    """The database server cannot be reached: refused, unknown host, timeout, no such database."""
+
+
+class AuthenticationFailed(StoreError):
+    """The server refused the credentials (wrong password, unknown role)."""

@@ -11,9 +11,11 @@ from typing import NoReturn
 from sqlalchemy import exc as sa_exc
 
 from hermes_store.errors import (
+    AuthenticationFailed,
     CorruptDatabase,
     ReadOnlyStore,
     SearchUnavailable,
+    ServerUnavailable,
     StorageFull,
     StoreError,
 )
@@ -60,13 +62,23 @@ def translate(error: BaseException, operation: str) -> BaseException:
         )
     # Python's sqlite3 (not SQLite) reports text it cannot decode; in a store that only
     # ever writes UTF-8 that means damaged pages.
-    if name.startswith("SQLITE_CORRUPT") or name == "SQLITE_NOTADB" or _is_undecodable_text(error):
+    # No command repairs these (doctor and backup fail on them the same way), so the
+    # advice is the one thing that works: check the path, or restore a copy.
+    if name == "SQLITE_NOTADB":
         return CorruptDatabase(
-            f"the database file is damaged or not a SQLite database while {operation} ({name}); "
-            "restore a backup or run 'hermes-store doctor'"
+            f"the file is not a SQLite database while {operation} ({name}); check the path, "
+            "or restore the store from a backup"
+        )
+    if name.startswith("SQLITE_CORRUPT") or _is_undecodable_text(error):
+        return CorruptDatabase(
+            f"the database file is damaged while {operation} ({name or 'undecodable text'}); "
+            "restore the store from a backup"
         )
     if name.startswith("SQLITE_IOERR"):
         return StoreError(f"I/O error while {operation} ({name}): {error}")
+    refused = connection_failure(error)
+    if refused is not None:
+        return refused
     if is_missing_search_capability(error):
         return SearchUnavailable(
             f"this SQLite build cannot run the full-text index while {operation} ({_message(error)}): "
@@ -103,6 +115,33 @@ def is_missing_search_capability(error: BaseException) -> bool:
     """
     text = _message(error)
     return "no such module: fts5" in text or "no such tokenizer" in text
+
+
+# libpq reports a failed connection as text only (no SQLSTATE: the session never began).
+_AUTHENTICATION_MARKERS = ("authentication failed", "no password supplied", "role \"", "password is required")
+
+
+def connection_failure(error: BaseException) -> StoreError | None:
+    """The store error for a server connection that could not be made, else ``None``."""
+    original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
+    if not _is_driver_operational_error(original) or getattr(original, "sqlstate", None):
+        return None
+    text = _message(error).strip()
+    detail = " ".join(text.split())
+    if any(marker in text for marker in _AUTHENTICATION_MARKERS):
+        return AuthenticationFailed(
+            f"the PostgreSQL server refused the credentials: {detail}; check the user and password in the URL"
+        )
+    return ServerUnavailable(
+        f"cannot reach the PostgreSQL server: {detail}; check that it is running and that "
+        "the host, port and database in the URL are right"
+    )
+
+
+def _is_driver_operational_error(error: BaseException | None) -> bool:
+    return type(error).__module__.startswith("psycopg") and any(
+        kind.__name__ == "OperationalError" for kind in type(error).__mro__
+    )
 
 
 # PostgreSQL SQLSTATEs worth retrying whole: serialization failure, deadlock.

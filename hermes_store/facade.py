@@ -23,7 +23,7 @@ from sqlalchemy.engine import URL, Engine
 
 from hermes_store import codec
 from hermes_store.context_sanitizer import sanitize_context
-from hermes_store.engine import create_engine, resolve_url
+from hermes_store.engine import create_engine, parse_url, resolve_url
 from hermes_store.migrate import ensure_schema
 from hermes_store.repository import lineage, listing, messages, meta, sessions
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
@@ -90,9 +90,10 @@ class SessionDB:
         url: str | URL | None = None,
         engine: Engine | None = None,
     ) -> None:
-        target: str | os.PathLike[str] | URL | None = url if url is not None else (db_path or None)
+        # A url= that is not a URL is a mistake, never a file name (no stray files).
+        target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
         self._url = engine.url if engine is not None else resolve_url(target)
-        self.engine = engine if engine is not None else create_engine(self._url)
+        self.engine = engine if engine is not None else create_engine(self._url, prepare=True)
         database = self._url.database if self._url.get_backend_name() == "sqlite" else None
         self.db_path = Path(database) if database else None
         ensure_schema(self.engine)
@@ -173,8 +174,18 @@ class SessionDB:
         """Whether a code point (or one-character string) is CJK."""
         return is_cjk_codepoint(ord(cp) if isinstance(cp, str) else cp)
 
-    _encode_content = staticmethod(codec.encode_content)
-    _decode_content = staticmethod(codec.decode_content)
+    # Classmethods, as upstream's: Hermes' own tests patch ``SessionDB._encode_content``
+    # (calling the original through ``__func__``) to inject a storage failure, so every
+    # write path encodes content through this seam, never around it.
+    @classmethod
+    def _encode_content(cls, content: Any) -> Any:
+        """Content as stored: lists and dicts become the ``\x00json:`` sentinel text."""
+        return codec.encode_content(content)
+
+    @classmethod
+    def _decode_content(cls, content: Any) -> Any:
+        """Reverse :meth:`_encode_content`; other values come back unchanged."""
+        return codec.decode_content(content)
 
     # --- session lifecycle ---------------------------------------------------------
 
@@ -407,7 +418,7 @@ class SessionDB:
         optional_int("token_count", token_count)
         message = messages.NewMessage(
             role=role,
-            content=codec.encode_content(content),
+            content=self._encode_content(content),
             tool_call_id=tool_call_id,
             tool_calls=codec.encode_json(tool_calls),
             tool_name=tool_name,
@@ -431,8 +442,8 @@ class SessionDB:
         prepared = [self._new_message_from_dict(entry) for entry in messages_]
         self._write(lambda db: messages.replace_all(db, session_id, prepared), "replacing messages")
 
-    @staticmethod
-    def _new_message_from_dict(entry: dict[str, Any]) -> messages.NewMessage:
+    @classmethod
+    def _new_message_from_dict(cls, entry: dict[str, Any]) -> messages.NewMessage:
         role = entry.get("role") or "unknown"
         assistant = role == "assistant"
 
@@ -445,7 +456,7 @@ class SessionDB:
         tool_calls = entry.get("tool_calls")
         return messages.NewMessage(
             role=role,
-            content=codec.encode_content(entry.get("content")),
+            content=cls._encode_content(entry.get("content")),
             tool_call_id=entry.get("tool_call_id"),
             tool_calls=codec.encode_json(tool_calls),
             tool_name=entry.get("tool_name"),

@@ -17,12 +17,14 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.engine import create_engine, write_engine
+from hermes_store.errors import SchemaError
 from hermes_store.errors_map import is_lock_error, raise_translated
 from hermes_store.legacy import HEAD_REVISION, HEAD_VERSION, REVISIONS, NewerSchemaWarning
 
@@ -153,8 +155,23 @@ def _warn_newer(state: SchemaState) -> None:
 
 
 def migrations_path() -> str:
-    """Filesystem path of the shipped Alembic scripts (``hermes_store.migrations``)."""
-    return str(resources.files("hermes_store.migrations"))
+    """Filesystem path of the Alembic scripts.
+
+    Installed (wheel or editable) they are the package ``hermes_store.migrations``. When
+    Python runs from a checkout's root, the source folder ``hermes_store/`` shadows the
+    installed package and has no ``migrations`` inside (the top-level ``migrations/`` is
+    mapped into the package only by the install), so the scripts are taken from beside it.
+    """
+    try:
+        return str(resources.files("hermes_store.migrations"))
+    except ModuleNotFoundError:
+        checkout = Path(__file__).resolve().parent.parent / "migrations"
+        if (checkout / "env.py").is_file():
+            return str(checkout)
+        raise SchemaError(
+            "this hermes_store has no migration scripts (hermes_store.migrations is missing); "
+            "reinstall it: pip install --force-reinstall hermes-store"
+        ) from None
 
 
 def alembic_config(url: URL | str | None = None, **attributes: Any) -> Config:
@@ -172,10 +189,10 @@ def alembic_config(url: URL | str | None = None, **attributes: Any) -> Config:
     return config
 
 
-def _as_engine(target: Engine | str | os.PathLike[str] | None) -> tuple[Engine, bool]:
+def _as_engine(target: Engine | str | os.PathLike[str] | None, prepare: bool = True) -> tuple[Engine, bool]:
     if isinstance(target, Engine):
         return target, False
-    return create_engine(target, poolclass=sa.pool.NullPool), True
+    return create_engine(target, prepare=prepare, poolclass=sa.pool.NullPool), True
 
 
 def _locked_write(connection: Connection) -> None:
@@ -218,8 +235,11 @@ def _run_alembic(target: Engine | str | os.PathLike[str] | None, verb: str, revi
 
 
 def current_revision(target: Engine | str | os.PathLike[str] | None = None) -> str | None:
-    """The Alembic revision the database is at (``None`` for an empty or legacy database)."""
-    engine, owned = _as_engine(target)
+    """The Alembic revision the database is at (``None`` for an empty or legacy database).
+
+    A read: nothing is created and the file is left as it is.
+    """
+    engine, owned = _as_engine(target, prepare=False)
     try:
         return read_schema_state(engine).revision
     finally:

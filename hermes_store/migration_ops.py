@@ -7,7 +7,10 @@ drop only what is there. These helpers hold no DDL of their own: each revision k
 frozen DDL text, so history does not change when the package does.
 
 In offline (``--sql``) mode there is no database to inspect; the helpers then emit the
-operation unconditionally, which is right for the empty database a script is run on.
+operation unconditionally, which is right for a database the script itself built from
+empty (or an online upgrade did): so a revision must not "re-add" offline what an earlier
+revision has just created (0001 skips its legacy-gap columns offline). Tests run the
+``--sql`` output through ``sqlite3 -bail`` and ``psql -v ON_ERROR_STOP=1``.
 """
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ def run_migrations_online() -> None:
     supplied = config.attributes.get("connection")
     connectable: Engine | Connection
     if supplied is None:
-        connectable = write_engine(create_engine(database_url(), poolclass=sa.pool.NullPool))
+        connectable = write_engine(create_engine(database_url(), prepare=True, poolclass=sa.pool.NullPool))
     else:
         connectable = supplied
     scope = nullcontext(connectable) if isinstance(connectable, Connection) else connectable.connect()

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import make_url
 
-from hermes_store import SessionDB, create_engine
-from hermes_store.engine import JournalModeWarning, sqlite_path
+from hermes_store import SessionDB
+from hermes_store.engine import JournalModeWarning, create_engine, sqlite_path
 
 
 def _dotfile_url(path: Path) -> str:

@@ -32,7 +32,7 @@ REVISION_FILES = (
     "0010_trigram_fts.py",
     "0011_inline_fts_with_tool_fields.py",
 )
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "hermes_store", "migrations")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "hermes_state.py", "hermes_store", "migrations")
 
 
 def copy_sources(target: Path) -> Path:
@@ -72,6 +72,8 @@ def test_wheel_ships_typing_marker_and_the_whole_migration_history(wheel: Path) 
     required = {
         "hermes_store/__init__.py",
         "hermes_store/py.typed",
+        "hermes_store/hermes_state.py",
+        "hermes_state.py",
         "hermes_store/migrations/__init__.py",
         "hermes_store/migrations/env.py",
         "hermes_store/migrations/script.py.mako",
@@ -90,6 +92,8 @@ INSTALLED_PROBE = textwrap.dedent(
     import json, sqlite3, sys
     import hermes_store
     import hermes_store.migrations
+    import hermes_state
+    assert hermes_state.SCHEMA_VERSION == 11 and hermes_state.__name__ == "hermes_store.hermes_state"
 
     hermes_store.upgrade(sys.argv[1])
     conn = sqlite3.connect(sys.argv[1])

@@ -25,7 +25,7 @@ from hermes_store.cli.commands_transfer import COMMANDS as TRANSFER_COMMANDS
 from hermes_store.cli.errors import EXPECTED_ERRORS, as_cli_error
 from hermes_store.cli.stats import stats_command
 from hermes_store.cli.target import StoreTarget
-from hermes_store.engine import resolve_url
+from hermes_store.engine import parse_url, resolve_url
 
 PROG_NAME = "hermes-store"
 COMPLETE_VAR = "_HERMES_STORE_COMPLETE"
@@ -85,7 +85,9 @@ def _report_warnings(caught: Sequence[warnings.WarningMessage]) -> None:
 def _build_target(db: str | None, url: str | None, no_color: bool, debug: bool) -> StoreTarget:
     if db is not None:
         return StoreTarget(resolve_url(os.path.expanduser(db)), no_color=no_color, debug=debug)
-    return StoreTarget(resolve_url(url or None), no_color=no_color, debug=debug)
+    # A --url that is not a URL is an error, never taken as a file name to create.
+    parsed = parse_url(url) if url else resolve_url(None)
+    return StoreTarget(parsed, no_color=no_color, debug=debug)
 
 
 @click.group(cls=StoreGroup, epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
@@ -125,10 +127,21 @@ for _command in (
     cli.add_command(_command)
 
 
+class _TitleCaseLevel(logging.Formatter):
+    """Prints ``Warning:``/``Error:`` rather than logging's ``WARNING:``/``ERROR:``."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        """The record's line, with its level name in title case."""
+        return self._style.format(record).replace(record.levelname, record.levelname.title(), 1)
+
+
 def main(argv: Sequence[str] | None = None) -> Any:
     """Console-script entry point (``hermes-store``)."""
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+        # "Warning: …", as the store's own warnings are printed (and as docs/cli.md says).
+        handler = logging.StreamHandler()
+        handler.setFormatter(_TitleCaseLevel("%(levelname)s: %(message)s"))
+        logging.basicConfig(level=logging.WARNING, handlers=[handler])
     return cli.main(
         args=list(argv) if argv is not None else None,
         prog_name=PROG_NAME,

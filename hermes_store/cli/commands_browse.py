@@ -54,9 +54,9 @@ def _paging_options(func: Any) -> Any:
     return func
 
 
-def _more_hint(shown: int, limit: int, offset: int) -> str:
-    """A "there may be more" line, only when this page was full."""
-    if shown < limit:
+def _more_hint(shown: int, limit: int, offset: int, more: bool) -> str:
+    """A "there is more" line, only when a row beyond this page exists."""
+    if not more:
         return ""
     hint = f"Showing {offset + 1}–{offset + shown}; "
     if offset % limit == 0:
@@ -99,15 +99,17 @@ def sessions(
 ) -> None:
     """List recent sessions with their preview, title, source, model and activity."""
     start = _offset(limit, page, offset)
-    with target.session_db() as db:
+    with target.read_db() as db:
         rows = db.list_sessions_rich(
             source=source,
             exclude_sources=list(exclude_source) or None,
-            limit=limit,
+            # One row past the page says whether a next page exists.
+            limit=limit + 1,
             offset=start,
             include_children=children,
             order_by_last_active=sort == "active",
         )
+    more, rows = len(rows) > limit, rows[:limit]
     if as_json:
         echo_json(rows)
         return
@@ -144,7 +146,7 @@ def sessions(
     for line in cells:
         table.add_row(*line)
     out.print(table)
-    hint = _more_hint(len(rows), limit, start)
+    hint = _more_hint(len(rows), limit, start, more)
     if hint:
         out.print(hint, style="dim")
 
@@ -191,7 +193,7 @@ def show(
     target: StoreTarget, session: str, ancestors: bool, full: bool, reasoning: bool, as_json: bool
 ) -> None:
     """Show one conversation: roles, tool calls, tool output, folded reasoning."""
-    with target.session_db() as db:
+    with target.read_db() as db:
         session_id = resolve_session(db, session)
         if as_json:
             echo_json(db.get_messages_as_conversation(session_id, include_ancestors=ancestors))
@@ -273,21 +275,25 @@ def search(
     index; shorter CJK terms are matched as substrings. Any query is accepted.
     """
     start = _offset(limit, page, offset)
-    with target.session_db() as db:
+    with target.read_db() as db:
         hits = db.search_messages(
             query,
             source_filter=list(source) or None,
             exclude_sources=list(exclude_source) or None,
             role_filter=list(role) or None,
-            limit=limit,
+            limit=limit + 1,  # one past the page says whether a next page exists
             offset=start,
         )
+        more, hits = len(hits) > limit, hits[:limit]
         if as_json:
             echo_json(hits)
             return
         out = console(wrap=True)
         if not hits:
-            out.print(f"No messages match {query!r}.")
+            if start:
+                out.print(f"No messages match {query!r} from result {start + 1} on.")
+            else:
+                out.print(f"No messages match {query!r}.")
             return
         titles: dict[str, str | None] = {}
         for number, hit in enumerate(hits, start=start + 1):
@@ -308,7 +314,7 @@ def search(
             out.print(line)
             for context_line in _context_lines(db, hit):
                 out.print(context_line)
-        hint = _more_hint(len(hits), limit, start)
+        hint = _more_hint(len(hits), limit, start, more)
         if hint:
             out.print(hint, style="dim")
 
@@ -355,7 +361,7 @@ def _label(node: LineageNode, kind: str, selected: bool) -> Text:
 @pass_target
 def lineage(target: StoreTarget, session: str, as_json: bool) -> None:
     """Show a session's ancestors and descendants as a tree, with end reasons."""
-    with target.session_db() as db:
+    with target.read_db() as db:
         session_id = resolve_session(db, session)
         ancestors = db.get_ancestors(session_id)
         descendants = db.get_descendants(session_id)

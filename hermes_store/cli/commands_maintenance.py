@@ -22,7 +22,15 @@ from hermes_store import maintenance
 from hermes_store.cli import doctor as doctor_checks
 from hermes_store.cli.backup import DEFAULT_PAGES_PER_STEP, backup_sqlite
 from hermes_store.cli.errors import CliError
-from hermes_store.cli.output import console, echo_json, fmt_int, fmt_size, fmt_time, progress_bar
+from hermes_store.cli.output import (
+    console,
+    echo_json,
+    fmt_count,
+    fmt_int,
+    fmt_size,
+    fmt_time,
+    progress_bar,
+)
 from hermes_store.cli.target import StoreTarget, pass_target
 from hermes_store.legacy import HEAD_REVISION
 from hermes_store.migrate import read_schema_state
@@ -310,7 +318,7 @@ def backup(
     check = f", integrity_check {result.integrity}" if result.integrity else ""
     console().print(
         f"Backed up {target.describe()} to {result.destination}: {fmt_size(result.size)}, "
-        f"{fmt_int(result.sessions)} sessions, {fmt_int(result.messages)} messages{check}."
+        f"{fmt_count(result.sessions, 'session')}, {fmt_count(result.messages, 'message')}{check}."
     )
 
 

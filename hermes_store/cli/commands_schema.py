@@ -198,7 +198,13 @@ def _state_json(target: StoreTarget, state: SchemaState | None) -> dict[str, Any
 @pass_target
 def current(target: StoreTarget, as_json: bool) -> None:
     """Show the database's schema revision and upstream schema_version."""
-    target.require_existing()
+    if not target.exists():
+        # Not an error: "is there a store here, and at which revision?" has an answer.
+        if as_json:
+            echo_json(_state_json(target, None))
+        else:
+            console().print(f"no database at {target.describe()}")
+        return
     with target.engine() as engine:
         state = read_schema_state(engine)
     if as_json:

@@ -57,7 +57,7 @@ def export(
         raise click.UsageError("give a session or --source, not both")
     chosen = format_for(output, fmt)
     stdout = sys.stdout
-    with target.session_db() as db:
+    with target.read_db() as db:
         if session:
             ids = [resolve_session(db, session)]
             total = 1
@@ -143,7 +143,8 @@ def copy(source_url: str, target_url: str, as_json: bool) -> None:
     from hermes_store.engine import create_engine
     from hermes_store.transfer import copy_store
 
-    source, target = create_engine(source_url), create_engine(target_url)
+    source = create_engine(source_url)
+    target = create_engine(target_url, prepare=True)
     try:
         with progress_bar("Copying", None, unit_text="rows") as progress:
             task = progress.tasks[0].id

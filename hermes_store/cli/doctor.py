@@ -120,6 +120,7 @@ class Doctor:
         self.engine = engine
         self.sqlite = engine.dialect.name == "sqlite"
         self.at_head = False
+        self.newer = False
         self.facts = _Facts(set(), {})
 
     # --- checks -------------------------------------------------------------------------
@@ -141,14 +142,22 @@ class Doctor:
     def _schema(self) -> Finding:
         state = read_schema_state(self.engine)
         self.at_head = state.at_head
+        self.newer = state.newer
         with self.engine.connect() as connection:
             tables = set(sa.inspect(connection).get_table_names())
         if not {"sessions", "messages"} <= tables:
             return Finding(
-                "schema", "fail", "no sessions/messages tables: not a Hermes store (run 'upgrade')"
+                "schema",
+                "fail",
+                "no sessions/messages tables: not a Hermes store (create the schema: 'hermes-store upgrade')",
             )
         if state.newer:
-            return Finding("schema", "warn", f"revision {state.revision} is newer than this hermes_store")
+            return Finding(
+                "schema",
+                "warn",
+                f"revision {state.revision} is newer than this hermes_store; "
+                "update it: pip install -U hermes-store",
+            )
         if not state.at_head:
             where = state.revision or f"legacy schema_version {state.legacy_version}"
             return Finding("schema", "warn", f"at {where}, not head; run 'hermes-store upgrade'")
@@ -165,6 +174,10 @@ class Doctor:
     def _fts(self, connection: Connection) -> Iterator[Finding]:
         if not self.sqlite:
             yield Finding("fts", "skipped", "SQLite only")
+            return
+        if self.newer:
+            # 'upgrade' leaves a newer schema alone: only a newer hermes-store can check it.
+            yield Finding("fts", "skipped", "the schema is newer than this hermes_store; update hermes-store")
             return
         if not self.at_head:
             yield Finding("fts", "skipped", "the schema is not at head; run 'hermes-store upgrade' first")

@@ -12,11 +12,13 @@ import dataclasses
 import json
 import math
 import os
+import re
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 import click
 from rich.console import Console
@@ -36,6 +38,7 @@ __all__ = [
     "console",
     "echo_json",
     "fmt_cost",
+    "fmt_count",
     "fmt_int",
     "fmt_size",
     "fmt_time",
@@ -64,6 +67,7 @@ def console(*, stderr: bool = False, wrap: bool = False) -> Console:
     """
     plain = _no_color()
     out = Console(
+        file=cast(IO[str], _TrimmedLines(sys.stderr if stderr else sys.stdout)),
         stderr=stderr,
         color_system=None if plain else "auto",
         no_color=plain or None,
@@ -76,6 +80,28 @@ def console(*, stderr: bool = False, wrap: bool = False) -> Console:
         # Piped or redirected: no terminal to fit, so keep table columns whole.
         out.width = PIPE_WIDTH
     return out
+
+
+# Spaces (and tabs) at the end of a line, before any closing colour codes.
+_TRAILING_BLANKS = re.compile(r"[ \t]+((?:\x1b\[[0-9;]*m)*)(?=\n)")
+
+
+class _TrimmedLines:
+    """A text stream that drops trailing blanks from each line before writing it.
+
+    rich pads table cells and wrapped text to the column width; those spaces are noise in
+    pipes, diffs and copy-paste. Everything else is the wrapped stream's own.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(_TRAILING_BLANKS.sub(r"\1", text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def json_default(value: Any) -> Any:
@@ -117,6 +143,13 @@ def fmt_int(value: int | float | None) -> str:
     if value is None:
         return "-"
     return f"{int(value):,}"
+
+
+def fmt_count(value: int | float | None, noun: str, plural: str | None = None) -> str:
+    """``1 tool call``, ``3 tool calls``, ``- tool calls`` when unknown."""
+    if value is not None and int(value) == 1:
+        return f"1 {noun}"
+    return f"{fmt_int(value)} {plural or noun + 's'}"
 
 
 def fmt_cost(value: float | None) -> str:

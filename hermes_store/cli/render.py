@@ -19,7 +19,7 @@ from rich.padding import Padding
 from rich.rule import Rule
 from rich.text import Text
 
-from hermes_store.cli.output import fmt_cost, fmt_int, fmt_time
+from hermes_store.cli.output import fmt_cost, fmt_count, fmt_int, fmt_time
 
 ROLE_STYLES = {
     "user": "bold cyan",
@@ -133,8 +133,10 @@ def session_header(row: Mapping[str, Any]) -> RenderableType:
             lines.append(f" ({row['end_reason']})")
     else:
         lines.append(" · live")
+    messages = fmt_count(row.get("message_count"), "message")
+    counts = f"{messages} · {fmt_count(row.get('tool_call_count'), 'tool call')}"
     lines.append(
-        f"\n{fmt_int(row.get('message_count'))} messages · {fmt_int(row.get('tool_call_count'))} tool calls"
+        f"\n{counts}"
         f" · tokens in {fmt_int(row.get('input_tokens'))} / out {fmt_int(row.get('output_tokens'))}"
         f" · cost {fmt_cost(row.get('actual_cost_usd') or row.get('estimated_cost_usd'))}"
     )

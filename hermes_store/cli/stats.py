@@ -361,7 +361,7 @@ def stats_command(
     """Tokens and cost by model, by source and by day, and the top sessions."""
     if as_json and as_csv:
         raise click.UsageError("give either --json or --csv, not both")
-    with target.session_db() as db:
+    with target.read_db() as db:
         report = db._read(lambda session: build_report(session, source=source, days=days, top=top, utc=utc))
     if as_json:
         echo_json(report.as_dict())

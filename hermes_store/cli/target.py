@@ -7,7 +7,9 @@ command as click's context object.
 Two ways to open it:
 
 * :meth:`StoreTarget.session_db` — the full :class:`~hermes_store.facade.SessionDB`,
-  which brings the schema up to date first (data commands);
+  which brings the schema up to date first (commands that write);
+* :meth:`StoreTarget.read_db` — a ``SessionDB`` over the store exactly as it is, for
+  commands that only read: never created, migrated or switched to WAL;
 * :meth:`StoreTarget.engine` — a bare engine that never migrates (``upgrade``,
   ``current``, ``info``, ``doctor``, ``backup`` … must see the database as it is).
 
@@ -71,6 +73,19 @@ class StoreTarget:
                 f"no database at {self.describe()} (create one with 'hermes-store upgrade' or 'import')"
             )
 
+    def require_folder(self) -> None:
+        """Fail with a one-line error when a new SQLite file's folder does not exist.
+
+        A mistyped path must not leave folders behind; only ``SessionDB`` (as upstream's
+        did) creates the folder of its database.
+        """
+        path = self.path
+        if path is not None and not path.exists() and not path.parent.is_dir():
+            raise CliError(
+                f"no folder {path.parent} to create {path.name} in; check the path, "
+                f"or create the folder first: mkdir -p '{path.parent}'"
+            )
+
     def require_sqlite(self, what: str) -> Path:
         """The SQLite file, or a one-line error saying ``what`` needs one."""
         path = self.path
@@ -82,26 +97,60 @@ class StoreTarget:
     @contextmanager
     def engine(self, *, create: bool = False) -> Iterator[Engine]:
         """A bare engine (no migration run), disposed of afterwards."""
-        if not create:
+        if create:
+            self.require_folder()
+        else:
             self.require_existing()
-        engine = create_engine(self.url, poolclass=sa.pool.NullPool)
+        # Creating (upgrade, import) prepares the file; everything else reads it as it is.
+        engine = create_engine(self.url, prepare=create, poolclass=sa.pool.NullPool)
         try:
             yield engine
         finally:
             engine.dispose()
 
     @contextmanager
+    def read_db(self) -> Iterator[SessionDB]:
+        """A :class:`SessionDB` for reading: the store must exist and be at head (or newer).
+
+        Reads never write: a store that needs an upgrade is reported, not upgraded.
+        """
+        from hermes_store.facade import SessionDB
+        from hermes_store.migrate import read_schema_state
+
+        with self.engine() as engine:
+            state = read_schema_state(engine)
+            if not (state.at_head or state.newer):
+                raise CliError(_needs_upgrade(self, state.revision, state.legacy_version))
+            db = SessionDB(engine=engine)
+            try:
+                yield db
+            finally:
+                db.close()
+
+    @contextmanager
     def session_db(self, *, create: bool = False) -> Iterator[SessionDB]:
         """A :class:`SessionDB` on the store (schema brought up to date), closed afterwards."""
         from hermes_store.facade import SessionDB
 
-        if not create:
+        if create:
+            self.require_folder()
+        else:
             self.require_existing()
         db = SessionDB(url=self.url)
         try:
             yield db
         finally:
             db.close()
+
+
+def _needs_upgrade(target: StoreTarget, revision: str | None, legacy_version: int | None) -> str:
+    if revision is None and legacy_version is None:
+        found = "has no hermes_store schema (an empty or foreign database)"
+    elif revision is None:
+        found = f"is a legacy database (schema_version {legacy_version})"
+    else:
+        found = f"is at schema revision {revision}, older than this hermes_store"
+    return f"{target.describe()} {found}; reading does not change it — run 'hermes-store upgrade' first"
 
 
 pass_target = click.make_pass_decorator(StoreTarget)

@@ -17,7 +17,13 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from hermes_store.migration_ops import add_columns_if_missing, dialect_name, execute_all, table_names
+from hermes_store.migration_ops import (
+    add_columns_if_missing,
+    dialect_name,
+    execute_all,
+    is_offline,
+    table_names,
+)
 
 revision = "0001"
 down_revision = None
@@ -197,6 +203,10 @@ def _v1_columns_legacy_files_can_lack() -> dict[str, list[sa.Column[object]]]:
 def upgrade() -> None:
     if dialect_name() == "sqlite":
         execute_all(SQLITE_UPGRADE)
+        if is_offline():
+            # A --sql script runs on a database it creates here: the CREATE TABLEs above
+            # made every v1 column, and there is no legacy file to reconcile.
+            return
         for table, columns in _v1_columns_legacy_files_can_lack().items():
             add_columns_if_missing(table, columns)
     else:

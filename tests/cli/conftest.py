@@ -235,7 +235,10 @@ def hermes_store_command() -> list[str]:
 
 def run_subprocess(*args: str, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """Run the real ``hermes-store`` in a child process."""
-    env = {k: v for k, v in os.environ.items() if k not in ("HERMES_STORE_URL", "HERMES_HOME")}
+    # COLUMNS too: a test earlier in the same worker process may have left one set, and
+    # the child must see the pipe width, as a user piping its output would.
+    unset = ("HERMES_STORE_URL", "HERMES_HOME", "COLUMNS")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(kwargs.pop("env", {}))
     result = subprocess.run(
         [*hermes_store_command(), *args], capture_output=True, text=True, env=env, timeout=60, **kwargs

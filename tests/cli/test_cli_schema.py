@@ -26,7 +26,7 @@ def _versions(path: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, 
 
 
 def test_upgrade_creates_a_store_and_is_idempotent(invoke: Invoke, tmp_path: Path) -> None:
-    path = tmp_path / "new" / "state.db"
+    path = tmp_path / "fresh.db"
     first = invoke("upgrade", db=path)
     assert "empty (no schema) → 0011 (head) (11 revisions applied)" in first.output
     assert _versions(path) == ([("0011",)], [(11,)])

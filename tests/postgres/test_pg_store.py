@@ -124,7 +124,7 @@ def test_copy_sqlite_to_postgresql_and_back_gives_identical_exports(pg_url: str,
     again = copy_store(create_engine(tmp_path / "source.db"), create_engine(pg_url))
     assert first == again
     assert (first.sessions, first.messages, first.meta) == (2, 31, 1)
-    copy_store(create_engine(pg_url), create_engine(tmp_path / "back.db"))
+    copy_store(create_engine(pg_url), create_engine(tmp_path / "back.db", prepare=True))
     back = SessionDB(tmp_path / "back.db")
 
     def dump(db: SessionDB) -> str:

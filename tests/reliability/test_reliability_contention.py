@@ -21,7 +21,8 @@ from _harness import ContentionResult, reaped, run_contention, spawn, wait_for
 
 from hermes_store.facade import SessionDB
 
-pytestmark = pytest.mark.slow
+# serial: they aim SIGKILLs and contention at measured timings, which parallel tests skew.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 WRITERS = 8
 READERS = 2

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from _harness import run_kill_loop, run_migration_kills
 
-pytestmark = pytest.mark.slow
+# serial: they aim SIGKILLs and contention at measured timings, which parallel tests skew.
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 WRITER_KILLS = 30
 UPGRADE_KILLS = 6

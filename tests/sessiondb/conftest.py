@@ -40,19 +40,17 @@ SQLITE_ONLY_MODULES = {"test_file_compat.py"}
 
 
 @pytest.fixture(scope="session")
-def pg_store_url() -> Iterator[str]:
-    """One fresh PostgreSQL database, migrated once, for the whole run (tables emptied per test)."""
+def pg_store_url(pg_admin_url: str) -> Iterator[str]:
+    """One fresh PostgreSQL database, migrated once, for this process (tables emptied per test).
+
+    Each xdist worker is its own process, so each gets its own database: workers never
+    see each other's rows.
+    """
     import uuid
 
     import sqlalchemy as sa
 
-    configured = os.environ.get("HERMES_TEST_PG_URL")
-    if not configured:
-        reason = "HERMES_TEST_PG_URL is not set: the PostgreSQL run of the SessionDB suite is skipped"
-        if os.environ.get("HERMES_TEST_REQUIRE_PG"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    admin_url = sa.make_url(configured)
+    admin_url = sa.make_url(pg_admin_url)
     name = f"hermes_suite_{uuid.uuid4().hex[:10]}"
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:

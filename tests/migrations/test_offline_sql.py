@@ -1,0 +1,145 @@
+"""Offline migrations are runnable (issue 10, item 4).
+
+``alembic -x url=… upgrade head --sql`` from an empty database runs cleanly under
+``sqlite3 -bail`` and ``psql -v ON_ERROR_STOP=1`` and leaves exactly the schema an online
+upgrade leaves; so does the SQL between two revisions, up and down.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pg_server
+import pytest
+import sqlalchemy as sa
+from support import run_alembic
+
+SQLITE3 = shutil.which("sqlite3")
+needs_sqlite3 = pytest.mark.skipif(SQLITE3 is None, reason="the sqlite3 command-line shell is not installed")
+
+
+def offline_sql(url: str, *args: str) -> str:
+    return run_alembic(url, *args, "--sql").stdout
+
+
+def run_sqlite_script(path: Path, script: str) -> None:
+    assert SQLITE3 is not None
+    result = subprocess.run(
+        [SQLITE3, "-bail", str(path)], input=script, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def sqlite_schema(path: Path) -> dict[str, Any]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY 1, 2"
+        ).fetchall()
+        # Alembic indents its own CREATE TABLE with a tab online and spaces offline.
+        objects = [(kind, name, table, " ".join((sql or "").split())) for kind, name, table, sql in rows]
+        versions = (
+            conn.execute("SELECT version_num FROM alembic_version").fetchall(),
+            conn.execute("SELECT version FROM schema_version").fetchall(),
+        )
+    return {"objects": objects, "versions": versions}
+
+
+@needs_sqlite3
+def test_sqlite_offline_upgrade_from_empty_runs_and_matches_online(tmp_path: Path) -> None:
+    online = tmp_path / "online.db"
+    run_alembic(online, "upgrade", "head")
+    offline = tmp_path / "offline.db"
+    run_sqlite_script(offline, offline_sql(str(offline), "upgrade", "head"))
+    assert sqlite_schema(offline) == sqlite_schema(online)
+
+
+@needs_sqlite3
+@pytest.mark.parametrize(
+    ("start", "verb", "span", "end"),
+    [
+        ("0005", "upgrade", "0005:head", "0011"),
+        ("0009", "upgrade", "0009:0010", "0010"),
+        ("head", "downgrade", "0011:0009", "0009"),
+    ],
+)
+def test_sqlite_offline_sql_between_two_revisions_matches_online(
+    tmp_path: Path, start: str, verb: str, span: str, end: str
+) -> None:
+    online = tmp_path / "online.db"
+    run_alembic(online, "upgrade", start)
+    run_alembic(online, verb, end)
+    offline = tmp_path / "offline.db"
+    run_alembic(offline, "upgrade", start)
+    run_sqlite_script(offline, offline_sql(str(offline), verb, span))
+    assert sqlite_schema(offline) == sqlite_schema(online)
+
+
+def pg_schema(url: str) -> dict[str, Any]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            columns = conn.exec_driver_sql(
+                "SELECT table_name, column_name, data_type, is_nullable, column_default "
+                "FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1, 2"
+            ).all()
+            indexes = conn.exec_driver_sql(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1"
+            ).all()
+            constraints = conn.exec_driver_sql(
+                "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+                "WHERE connamespace = 'public'::regnamespace ORDER BY 1"
+            ).all()
+            versions = (
+                conn.exec_driver_sql("SELECT version_num FROM alembic_version").all(),
+                conn.exec_driver_sql("SELECT version FROM schema_version").all(),
+            )
+    finally:
+        engine.dispose()
+    return {"columns": columns, "indexes": indexes, "constraints": constraints, "versions": versions}
+
+
+def run_psql(url: str, script: str) -> None:
+    psql = pg_server.psql_path()
+    if psql is None:
+        pytest.skip("the psql client is not installed")
+    parsed = sa.make_url(url)
+    where = ["-h", str(parsed.host), "-p", str(parsed.port or 5432), "-U", str(parsed.username)]
+    command = [psql, "-v", "ON_ERROR_STOP=1", "-q", "-X", *where, "-d", str(parsed.database)]
+    result = subprocess.run(command, input=script, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture
+def second_pg_url(pg_admin_url: str) -> Any:
+    import uuid
+
+    admin = sa.make_url(pg_admin_url)
+    name = f"hermes_t_{uuid.uuid4().hex[:12]}"
+    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with engine.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        engine.dispose()
+
+
+def test_postgresql_offline_upgrade_from_empty_runs_and_matches_online(
+    pg_url: str, second_pg_url: str
+) -> None:
+    run_alembic(pg_url, "upgrade", "head")
+    run_psql(second_pg_url, offline_sql(second_pg_url, "upgrade", "head"))
+    assert pg_schema(second_pg_url) == pg_schema(pg_url)
+
+
+def test_postgresql_offline_sql_between_two_revisions_matches_online(pg_url: str, second_pg_url: str) -> None:
+    run_alembic(pg_url, "upgrade", "head")
+    run_alembic(second_pg_url, "upgrade", "0005")
+    run_psql(second_pg_url, offline_sql(second_pg_url, "upgrade", "0005:head"))
+    assert pg_schema(second_pg_url) == pg_schema(pg_url)

@@ -1,0 +1,184 @@
+"""Which PostgreSQL server the tests use: the configured one, a throwaway one, or none.
+
+* ``HERMES_TEST_PG_URL`` set (CI's ``.ci/run`` does this): that server, used as an admin
+  URL under which every test run creates and drops databases of its own.
+* Not set, but PostgreSQL's server binaries are installed (``pg_ctl`` on ``PATH`` or under
+  ``/usr/lib/postgresql/*/bin``): a throwaway cluster in a temporary directory, on a free
+  port, started by pytest-postgresql's ``PostgreSQLExecutor`` and removed afterwards — so a
+  machine with PostgreSQL installed but no server running still runs the PostgreSQL tests.
+* Neither: the PostgreSQL tests skip (they fail instead with ``HERMES_TEST_REQUIRE_PG=1``).
+
+``HERMES_TEST_PG_BINDIR`` overrides where the binaries are looked for; set it to ``none``
+to behave as on a machine without PostgreSQL. ``python tests/pg_server.py`` prints the
+mode (``configured``, ``throwaway`` or ``none``): ``scripts/check`` uses it to decide which
+modules the coverage gate measures.
+
+:class:`ThrowawayServer` is reusable by any test that needs a server of its own (e.g. to
+restart it): ``with ThrowawayServer() as server: server.url("postgres")``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+PG_URL_VARIABLE = "HERMES_TEST_PG_URL"
+REQUIRE_VARIABLE = "HERMES_TEST_REQUIRE_PG"
+BINDIR_VARIABLE = "HERMES_TEST_PG_BINDIR"
+_NO_BINARIES = ("", "none", "0")
+_SEARCHED = "/usr/lib/postgresql"
+# The server runs under this account when the tests run as root (postgres refuses root).
+_SERVICE_USER = "postgres"
+# A throwaway cluster holds nothing worth an fsync.
+_FAST_SETTINGS = "-c fsync=off -c full_page_writes=off -c synchronous_commit=off -c max_connections=200"
+
+
+def find_pg_ctl() -> Path | None:
+    """The ``pg_ctl`` the throwaway server would use, or ``None`` when there is none."""
+    configured = os.environ.get(BINDIR_VARIABLE)
+    if configured is not None:
+        if configured.strip().lower() in _NO_BINARIES:
+            return None
+        candidate = Path(configured) / "pg_ctl"
+        return candidate if candidate.is_file() else None
+    on_path = shutil.which("pg_ctl")
+    if on_path:
+        return Path(on_path)
+    installed = sorted(
+        Path(_SEARCHED).glob("*/bin/pg_ctl"), key=lambda p: _version_key(p.parent.parent.name)
+    )
+    return installed[-1] if installed else None
+
+
+def _version_key(name: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in name.split(".") if part.isdigit())
+
+
+def mode() -> str:
+    """``configured`` (``HERMES_TEST_PG_URL``), ``throwaway`` (binaries found) or ``none``."""
+    if os.environ.get(PG_URL_VARIABLE, "").strip():
+        return "configured"
+    if _driver_missing():
+        return "none"
+    return "throwaway" if find_pg_ctl() is not None else "none"
+
+
+def _driver_missing() -> bool:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
+class ThrowawayServer:
+    """A private PostgreSQL cluster (trust auth, user ``postgres``) for as long as it is open."""
+
+    def __init__(self, pg_ctl: Path | None = None) -> None:
+        found = pg_ctl or find_pg_ctl()
+        if found is None:
+            raise RuntimeError("no PostgreSQL server binaries (pg_ctl) on this machine")
+        self.pg_ctl = found
+        self.base = Path(tempfile.mkdtemp(prefix="hermes-pg-"))
+        self.port = 0
+        self._executor: object | None = None
+
+    def url(self, database: str = "postgres") -> str:
+        """A SQLAlchemy URL for ``database`` on this server."""
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def _executable(self) -> str:
+        if not hasattr(os, "geteuid") or os.geteuid() != 0:
+            return str(self.pg_ctl)
+        # As root, run every pg_ctl call as the service account, in a folder it owns.
+        shutil.chown(self.base, _SERVICE_USER, _SERVICE_USER)
+        wrapper = self.base / "pg_ctl"
+        become = f"setpriv --reuid={_SERVICE_USER} --regid={_SERVICE_USER} --init-groups"
+        wrapper.write_text(f'#!/bin/sh\nexec {become} "{self.pg_ctl}" "$@"\n')
+        wrapper.chmod(0o755)
+        return str(wrapper)
+
+    def start(self) -> ThrowawayServer:
+        """Create the cluster (first time) and start the server; returns ``self``."""
+        from port_for import select_random
+        from pytest_postgresql.executors import PostgreSQLExecutor
+
+        if self._executor is None:
+            self.port = select_random()
+            self._executor = PostgreSQLExecutor(
+                executable=self._executable(),
+                host="127.0.0.1",
+                port=self.port,
+                datadir=str(self.base / "data"),
+                unixsocketdir=str(self.base),
+                logfile=str(self.base / "server.log"),
+                startparams="-w",
+                dbname="postgres",
+                postgres_options=_FAST_SETTINGS,
+            )
+        self._executor.start()  # type: ignore[attr-defined]
+        self._wait_until_ready()
+        return self
+
+    def _wait_until_ready(self, timeout_s: float = 60.0) -> None:
+        # The executor returns once the port accepts connections, which is before the
+        # server accepts sessions ("the database system is starting up").
+        import psycopg
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres").close()
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Stop the server (fast shutdown); the cluster stays for another :meth:`start`."""
+        if self._executor is not None:
+            self._executor.stop()  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        """Stop the server and delete the cluster."""
+        try:
+            self.stop()
+        finally:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self) -> ThrowawayServer:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def psql_available() -> bool:
+    """True when a ``psql`` client is on ``PATH`` or beside the server binaries."""
+    return psql_path() is not None
+
+
+def psql_path() -> str | None:
+    """The ``psql`` client to run offline SQL through, or ``None``."""
+    pg_ctl = find_pg_ctl()
+    if pg_ctl is not None and (pg_ctl.parent / "psql").is_file():
+        return str(pg_ctl.parent / "psql")
+    if os.environ.get(BINDIR_VARIABLE, "x").strip().lower() in _NO_BINARIES:
+        return None
+    return shutil.which("psql")
+
+
+if __name__ == "__main__":
+    print(mode())
+    sys.exit(0)
+
+
+__all__ = ["ThrowawayServer", "find_pg_ctl", "mode", "psql_path"]
