@@ -113,14 +113,8 @@ def sqlite_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loaded]:
 
 
 @pytest.fixture(scope="module")
-def pg_store() -> Iterator[Loaded]:
-    configured = os.environ.get("HERMES_TEST_PG_URL")
-    if not configured:
-        reason = "HERMES_TEST_PG_URL is not set: no PostgreSQL server to test against"
-        if os.environ.get("HERMES_TEST_REQUIRE_PG"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-    admin_url = sa.make_url(configured)
+def pg_store(pg_admin_url: str) -> Iterator[Loaded]:
+    admin_url = sa.make_url(pg_admin_url)
     name = f"hermes_oracle_{uuid.uuid4().hex[:10]}"
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:
