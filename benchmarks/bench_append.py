@@ -68,6 +68,7 @@ class RepositoryStore:
         tool_call_id: str | None = None,
         token_count: int | None = None,
         finish_reason: str | None = None,
+        reasoning: str | None = None,
     ) -> int:
         from hermes_store import codec
         from hermes_store.repository import messages
@@ -80,6 +81,7 @@ class RepositoryStore:
             tool_name=tool_name,
             token_count=token_count,
             finish_reason=finish_reason,
+            reasoning=reasoning,
             tool_call_units=codec.count_tool_calls(tool_calls),
         )
         return self.uow.write(lambda db: messages.append(db, session_id, message), "appending a message")

@@ -84,9 +84,9 @@ def main(argv: list[str] | None = None) -> int:
                     "append p99 (ms)": percentile(latencies, 99) * 1e3,
                 }
                 for kind, query in known_terms(args.seed).as_dict().items():
-                    figures[f"search {kind} (ms)"] = _time(
-                        lambda q=query, d=db: d.search_messages(q), args.rounds
-                    ) * 1e3
+                    figures[f"search {kind} (ms)"] = (
+                        _time(lambda q=query, d=db: d.search_messages(q), args.rounds) * 1e3
+                    )
                 figures["list_sessions_rich (ms)"] = _time(db.list_sessions_rich, args.rounds) * 1e3
                 rows[backend] = figures
                 db.close()

@@ -33,7 +33,7 @@ __all__ = ["run", "run_writers"]
 
 SCENARIO = "contention"
 
-MessageArgs = tuple[str, Any, str | None, Any, str | None, int | None, str | None]
+MessageArgs = tuple[str, Any, str | None, Any, str | None, int | None, str | None, str | None]
 
 
 def _open(kind: str, path: str) -> Any:
@@ -60,7 +60,16 @@ def _writer(
     clock = time.perf_counter
     outcome["start"] = clock()
     if db is not None:
-        for role, content, tool_name, tool_calls, tool_call_id, token_count, finish_reason in messages:
+        for (
+            role,
+            content,
+            tool_name,
+            tool_calls,
+            tool_call_id,
+            token_count,
+            finish_reason,
+            reasoning,
+        ) in messages:
             t0 = clock()
             try:
                 new_id = db.append_message(
@@ -72,6 +81,7 @@ def _writer(
                     tool_call_id=tool_call_id,
                     token_count=token_count,
                     finish_reason=finish_reason,
+                    reasoning=reasoning,
                 )
             except Exception as exc:
                 outcome["errors"].append(repr(exc)[:300])
@@ -106,7 +116,16 @@ def run_writers(kind: str, path: Path, writers: int, per_writer: int, seed: int)
     procs = []
     for session in generated:
         messages: list[MessageArgs] = [
-            (m.role, m.content, m.tool_name, m.tool_calls, m.tool_call_id, m.token_count, m.finish_reason)
+            (
+                m.role,
+                m.content,
+                m.tool_name,
+                m.tool_calls,
+                m.tool_call_id,
+                m.token_count,
+                m.finish_reason,
+                m.reasoning,
+            )
             for m in session.messages
         ]
         proc = ctx.Process(

@@ -37,6 +37,8 @@ class RunConfig:
     upgrade_messages: tuple[int, ...]
     """Sizes of the version-9 legacy databases upgraded (at least two, to compare memory)."""
     listing_deep_offset: int
+    small_dataset: DatasetSpec | None = None
+    """A second, small store (most users' size) on which search and listing run too."""
     filter_source: str = "telegram"
     scenarios: tuple[str, ...] = field(
         default=("append", "contention", "search", "listing", "cold_start", "upgrade", "size")
@@ -65,6 +67,10 @@ def _full(seed: int, cache_dir: Path) -> RunConfig:
         cold_rounds=10,
         upgrade_messages=(20_000, 200_000),
         listing_deep_offset=10_000,
+        # 1,950 sessions of 10 messages plus one of 500: 1,951 sessions, 20,000 messages.
+        small_dataset=DatasetSpec(
+            sessions=1_951, messages_per_session=10, long_session_messages=500, seed=seed
+        ),
     )
 
 
@@ -85,6 +91,7 @@ def _quick(seed: int, cache_dir: Path) -> RunConfig:
         cold_rounds=2,
         upgrade_messages=(1_000, 3_000),
         listing_deep_offset=150,
+        small_dataset=DatasetSpec(sessions=60, messages_per_session=10, long_session_messages=100, seed=seed),
     )
 
 

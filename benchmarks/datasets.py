@@ -48,7 +48,7 @@ __all__ = [
     "remove_db",
 ]
 
-BUILD_VERSION = 1
+BUILD_VERSION = 2
 """Bump when the generated rows or the build procedure change, so stale caches are not reused."""
 
 _SOURCE_DDL = (
@@ -61,7 +61,7 @@ _SOURCE_DDL = (
     """CREATE TABLE src_messages (
         id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, role TEXT NOT NULL, content TEXT,
         tool_call_id TEXT, tool_calls TEXT, tool_name TEXT, timestamp REAL NOT NULL,
-        token_count INTEGER, finish_reason TEXT
+        token_count INTEGER, finish_reason TEXT, reasoning TEXT
     )""",
     "CREATE TABLE src_info (key TEXT PRIMARY KEY, value TEXT)",
 )
@@ -71,7 +71,7 @@ SESSION_COLUMNS = (
 )
 MESSAGE_COLUMNS = (
     "id, session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp, token_count, "
-    "finish_reason"
+    "finish_reason, reasoning"
 )
 
 
@@ -149,6 +149,7 @@ def _message_rows(
                 t,
                 m.token_count,
                 m.finish_reason,
+                m.reasoning,
             )
         )
     return rows, t, tool_calls, input_tokens, output_tokens
@@ -190,7 +191,7 @@ def build_source(spec: DatasetSpec, path: Path) -> str:
             )
             next_id += len(rows)
             conn.executemany(
-                f"INSERT INTO src_messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 10)})", rows
+                f"INSERT INTO src_messages ({MESSAGE_COLUMNS}) VALUES ({', '.join('?' * 11)})", rows
             )
             record: dict[str, Any] = {
                 "id": session_id,

@@ -38,6 +38,7 @@ class BenchStore(Protocol):
         tool_call_id: str | None = ...,
         token_count: int | None = ...,
         finish_reason: str | None = ...,
+        reasoning: str | None = ...,
     ) -> int:
         """Append one message, bump the session counters, and return the new message id."""
         ...
@@ -114,6 +115,7 @@ def load_workload(
                 tool_call_id=m.tool_call_id,
                 token_count=m.token_count,
                 finish_reason=m.finish_reason,
+                reasoning=m.reasoning,
             )
             report.append_latencies.append(clock() - t0)
         report.sessions += 1

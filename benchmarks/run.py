@@ -22,6 +22,7 @@ With ``--markdown`` the report replaces the generated block of that file (betwee
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -141,6 +142,7 @@ class _Runner:
         self.cfg = cfg
         self.log = log
         self._dataset: Dataset | None = None
+        self._small: Dataset | None = None
         self.work_dir = cfg.cache_dir / "work"
 
     @property
@@ -154,8 +156,32 @@ class _Runner:
                 self.log("  reused from the cache")
         return self._dataset
 
+    def small(self) -> tuple[RunConfig, Dataset] | None:
+        """The run settings and dataset of the small store, if the run has one."""
+        spec = self.cfg.small_dataset
+        if spec is None:
+            return None
+        if self._small is None:
+            self.log(f"[dataset] {spec.key}")
+            self._small = ensure_dataset(spec, self.cfg.cache_dir, log=self.log)
+        cfg = self.cfg.with_(
+            dataset=spec, listing_deep_offset=min(self.cfg.listing_deep_offset, spec.sessions // 2)
+        )
+        return cfg, self._small
+
     def run(self, scenario: str) -> list[Figure]:
-        cfg, log = self.cfg, self.log
+        """Run one scenario; search and listing run on the small store too (figures labelled by size)."""
+        if scenario not in ("search", "listing"):
+            return self._run(scenario, self.cfg, None)
+        figures = _labelled(self._run(scenario, self.cfg, self.dataset), self.dataset)
+        small = self.small()
+        if small is not None:
+            cfg, dataset = small
+            figures += _labelled(self._run(scenario, cfg, dataset), dataset)
+        return figures
+
+    def _run(self, scenario: str, cfg: RunConfig, dataset: Dataset | None) -> list[Figure]:
+        log = self.log
         if scenario == "append":
             from benchmarks import bench_append
 
@@ -167,11 +193,11 @@ class _Runner:
         if scenario == "search":
             from benchmarks import bench_search
 
-            return bench_search.run(cfg, self.dataset, log)
+            return bench_search.run(cfg, dataset or self.dataset, log)
         if scenario == "listing":
             from benchmarks import bench_listing
 
-            return bench_listing.run(cfg, self.dataset, log)
+            return bench_listing.run(cfg, dataset or self.dataset, log)
         if scenario == "cold_start":
             from benchmarks import bench_cold_start
 
@@ -183,6 +209,12 @@ class _Runner:
         if scenario == "size":
             return _size_figures(self.dataset)
         raise ValueError(f"unknown scenario {scenario!r}")
+
+
+def _labelled(figures: list[Figure], dataset: Dataset) -> list[Figure]:
+    """The figures with the store size in their scenario name (``search @20k``)."""
+    size = f"@{dataset.messages / 1000:,.0f}k"
+    return [dataclasses.replace(f, scenario=f"{f.scenario} {size}") for f in figures]
 
 
 # --------------------------------------------------------------------------------------------

@@ -253,6 +253,7 @@ _SHELL_CMDS = (
     "uv sync",
 )
 
+_REASONING_SESSION_P = 0.5  # sessions run on a reasoning model: their assistant turns carry reasoning
 _TOOL_TURN_P = 0.38  # share of turns in which the assistant calls tools (=> ~30 % tool messages)
 _CJK_SESSION_SHARE = 0.09  # share of sessions whose user writes mostly in Chinese/Japanese
 _CJK_IN_CJK_SESSION = 0.9
@@ -283,6 +284,8 @@ class GeneratedMessage:
     tool_name: str | None = None
     token_count: int | None = None
     finish_reason: str | None = None
+    reasoning: str | None = None
+    """The model's reasoning text (assistant messages of reasoning models)."""
 
 
 @dataclass(slots=True)
@@ -659,6 +662,14 @@ def _build_session(
     cjk_p = _CJK_IN_CJK_SESSION if cjk_session else _CJK_ELSEWHERE
 
     writer = _Writer(corpus, rng)
+    # Reasoning comes from a stream of its own, so adding it left every other generated
+    # value (and the known search terms) as it was.
+    thinking = _Writer(corpus, random.Random(f"hermes-bench-reasoning:{seed}:{index}"))
+    reasons = thinking.rng.random() < _REASONING_SESSION_P
+
+    def reasoning() -> str | None:
+        return thinking.prose(thinking.rng.randint(20, 120)) if reasons else None
+
     messages: list[GeneratedMessage] = []
 
     def text_message(role: str) -> str:
@@ -692,6 +703,7 @@ def _build_session(
                     tool_calls=calls,
                     token_count=_tokens(preface) + 20 * n_calls,
                     finish_reason="tool_calls",
+                    reasoning=reasoning(),
                 )
             )
             for call in calls:
@@ -707,7 +719,9 @@ def _build_session(
         reply = text_message("assistant")
         finish = "length" if rng.random() < 0.02 else "stop"
         messages.append(
-            GeneratedMessage("assistant", reply, token_count=_tokens(reply), finish_reason=finish)
+            GeneratedMessage(
+                "assistant", reply, token_count=_tokens(reply), finish_reason=finish, reasoning=reasoning()
+            )
         )
 
     return GeneratedSession(sid, source, model, parent, title, messages[:n_messages])

@@ -33,6 +33,8 @@ from hermes_store.paths import default_db_path
 STORE_URL_VARIABLE = "HERMES_STORE_URL"
 BUSY_TIMEOUT_S = 1.0
 _WRITE_OPTION = "hermes_store_write"
+NO_BEGIN_OPTION = "hermes_store_no_begin"
+"""Execution option: leave SQLite in autocommit mode (for VACUUM and checkpoints)."""
 FILE_MODE = 0o600
 _SIDECARS = ("-wal", "-shm", "-journal")
 _NOT_A_WAL_REFUSAL = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_FULL", "SQLITE_IOERR", "SQLITE_READONLY")
@@ -216,12 +218,14 @@ def _create_sqlite_engine(url: URL, prepare: bool, **engine_kwargs: Any) -> Engi
 
     @sa.event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
-        statement = "BEGIN IMMEDIATE" if connection.get_execution_options().get(_WRITE_OPTION) else "BEGIN"
-        try:
-            # Straight to the driver: this runs once per transaction, on the hot path.
-            connection.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
-        except sqlite3.Error as exc:
-            raise sa.exc.OperationalError(statement, None, exc) from exc
+        options = connection.get_execution_options()
+        if options.get(NO_BEGIN_OPTION):
+            return
+        # SQLAlchemy's documented pysqlite recipe, on the lean execution path (so that
+        # events see BEGIN too, at little cost: this runs once per transaction).
+        from hermes_store.execution import driver_execute
+
+        driver_execute(connection, "BEGIN IMMEDIATE" if options.get(_WRITE_OPTION) else "BEGIN", begin=False)
 
     return engine
 

@@ -117,8 +117,19 @@ def is_missing_search_capability(error: BaseException) -> bool:
     return "no such module: fts5" in text or "no such tokenizer" in text
 
 
+_FTS_QUERY_REJECTIONS = ("fts5:", "unknown special query", "no such column")
+
+
+def is_fts_query_rejection(error: BaseException) -> bool:
+    """True when FTS5 refused the query text itself (syntax), not the database.
+
+    SQLite reports these as a generic SQLITE_ERROR, so the message is the only signal.
+    """
+    return _message(error).startswith(_FTS_QUERY_REJECTIONS)
+
+
 # libpq reports a failed connection as text only (no SQLSTATE: the session never began).
-_AUTHENTICATION_MARKERS = ("authentication failed", "no password supplied", "role \"", "password is required")
+_AUTHENTICATION_MARKERS = ("authentication failed", "no password supplied", 'role "', "password is required")
 
 
 def connection_failure(error: BaseException) -> StoreError | None:

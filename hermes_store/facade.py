@@ -14,20 +14,19 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 from sqlalchemy.engine import URL, Engine
 
-from hermes_store import codec
-from hermes_store.context_sanitizer import sanitize_context
-from hermes_store.engine import create_engine, parse_url, resolve_url
+from hermes_store import codec, conversation, maintenance
+from hermes_store.engine import create_engine, parse_url, resolve_url, sqlite_path
+from hermes_store.execution import Bind
 from hermes_store.migrate import ensure_schema
 from hermes_store.repository import lineage, listing, messages, meta, sessions
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
-from hermes_store.search.engine import SearchFilters, attach_context, find_hits
+from hermes_store.search.engine import SearchFilters, search
 from hermes_store.search.plan import plan_search
 from hermes_store.search.sanitize import sanitize_fts5_query
 from hermes_store.titles import MAX_TITLE_LENGTH, sanitize_title
@@ -46,19 +45,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _SESSION_KEYWORDS = frozenset({"model", "model_config", "system_prompt", "user_id", "parent_session_id"})
-_PROJECTED_KEYS = (
-    "id",
-    "ended_at",
-    "end_reason",
-    "message_count",
-    "tool_call_count",
-    "title",
-    "last_active",
-    "preview",
-    "model",
-    "system_prompt",
-)
-_PREVIEW_CHARS = 60
 
 
 def _reraise_integrity(exc: sa_exc.IntegrityError) -> BaseException:
@@ -94,8 +80,7 @@ class SessionDB:
         target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
         self._url = engine.url if engine is not None else resolve_url(target)
         self.engine = engine if engine is not None else create_engine(self._url, prepare=True)
-        database = self._url.database if self._url.get_backend_name() == "sqlite" else None
-        self.db_path = Path(database) if database else None
+        self.db_path = sqlite_path(self._url)
         ensure_schema(self.engine)
         self._uow = UnitOfWork(self.engine)
         self._raw: Any = None
@@ -154,9 +139,17 @@ class SessionDB:
             raise
 
     def _read(self, work: Callable[[orm.Session], T]) -> T:
+        """Run ``work`` with an ORM session in a read transaction (kept for the CLI)."""
         self._check_open()
         with self._uow.read() as db:
             return work(db)
+
+    def _query(self, work: Callable[[Bind], T], snapshot: bool = False) -> T:
+        """Run ``work`` on a read connection: the facade's cheap read path. Reads of more
+        than one statement that must agree with each other ask for a ``snapshot``."""
+        self._check_open()
+        with self._uow.read_connection(snapshot) as connection:
+            return work(connection)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -291,13 +284,7 @@ class SessionDB:
         Returns how many were deleted.
         """
         cutoff = time.time() - 86400
-
-        def work(db: orm.Session) -> list[str]:
-            ids = sessions.ghost_ids(db, cutoff)
-            sessions.delete_sessions(db, ids)
-            return ids
-
-        deleted = self._write(work, "pruning ghost sessions")
+        deleted = self._write(lambda db: sessions.delete_ghosts(db, cutoff), "pruning ghost sessions")
         remove_transcripts(sessions_dir, deleted)
         return len(deleted)
 
@@ -305,13 +292,13 @@ class SessionDB:
 
     def get_session(self, session_id: str) -> dict[str, Any] | None:
         """All columns of a session as a dict, or ``None``."""
-        return self._read(lambda db: sessions.get_row(db, session_id))
+        return self._query(lambda db: sessions.get_row(db, session_id))
 
     def resolve_session_id(self, session_id_or_prefix: str) -> str | None:
         """The exact id, else the only id with this prefix; ``None`` if none or ambiguous."""
         if not session_id_or_prefix:
             return None
-        return self._read(lambda db: sessions.resolve_id_prefix(db, session_id_or_prefix))
+        return self._query(lambda db: sessions.resolve_id_prefix(db, session_id_or_prefix), snapshot=True)
 
     # --- titles ----------------------------------------------------------------------
 
@@ -321,15 +308,7 @@ class SessionDB:
         Raises ``ValueError`` for a title over 100 characters or one another session holds.
         """
         clean = sanitize_title(title)
-
-        def work(db: orm.Session) -> bool:
-            if clean is not None:
-                owner = sessions.title_owner(db, clean, session_id)
-                if owner is not None:
-                    raise ValueError(f"Title '{clean}' is already in use by session {owner}")
-            return sessions.set_column(db, session_id, title=clean) > 0
-
-        return self._write(work, "setting a title")
+        return self._write(lambda db: sessions.set_title(db, session_id, clean), "setting a title")
 
     def get_session_title(self, session_id: str) -> str | None:
         """The session's title, or ``None``."""
@@ -338,48 +317,42 @@ class SessionDB:
 
     def get_session_by_title(self, title: str) -> dict[str, Any] | None:
         """The session titled exactly ``title`` (case-sensitive), or ``None``."""
-        return self._read(lambda db: sessions.row_by_title(db, title))
+        return self._query(lambda db: sessions.row_by_title(db, title))
 
     def resolve_session_by_title(self, title: str) -> str | None:
         """The latest ``"<title> #N"`` session if any exists, else the exact match's id."""
-
-        def work(db: orm.Session) -> str | None:
-            exact = sessions.id_by_title(db, title)
-            numbered = sessions.latest_numbered_variant(db, title)
-            return numbered or exact
-
-        return self._read(work)
+        return self._query(lambda db: sessions.resolve_title(db, title), snapshot=True)
 
     def get_next_title_in_lineage(self, base_title: str) -> str:
         """The next free numbered title: ``"my project"`` → ``"my project #2"``."""
-        return self._read(lambda db: sessions.next_title_in_lineage(db, base_title))
+        return self._query(lambda db: sessions.next_title_in_lineage(db, base_title))
 
     # --- lineage ---------------------------------------------------------------------
 
     def get_compression_tip(self, session_id: str) -> str:
         """The latest continuation reached through compression splits, or the input."""
-        return self._read(lambda db: lineage.compression_tip(db, session_id))
+        return self._query(lambda db: lineage.compression_tip(db, session_id))
 
     def resolve_resume_session_id(self, session_id: str) -> str:
         """The session to resume: itself if it has messages, else its first descendant that does."""
         if not session_id:
             return session_id
         try:
-            return self._read(lambda db: lineage.resume_target(db, session_id))
+            return self._query(lambda db: lineage.resume_target(db, session_id), snapshot=True)
         except sa_exc.SQLAlchemyError as exc:
             log.debug("resolve_resume_session_id fell back to the input: %s", exc)
             return session_id
 
     def _session_lineage_root_to_tip(self, session_id: str) -> list[str]:
-        return self._read(lambda db: lineage.chain_root_to_session(db, session_id))
+        return self._query(lambda db: lineage.chain_root_to_session(db, session_id))
 
     def get_ancestors(self, session_id: str) -> list[lineage.LineageNode]:
         """The session and its ancestors, root first."""
-        return self._read(lambda db: lineage.ancestors(db, session_id))
+        return self._query(lambda db: lineage.ancestors(db, session_id))
 
     def get_descendants(self, session_id: str) -> list[lineage.LineageNode]:
         """The session and all its descendants, breadth first."""
-        return self._read(lambda db: lineage.descendants(db, session_id))
+        return self._query(lambda db: lineage.descendants(db, session_id))
 
     # --- messages --------------------------------------------------------------------
 
@@ -416,20 +389,20 @@ class SessionDB:
         ):
             optional_str(name, value)
         optional_int("token_count", token_count)
-        message = messages.NewMessage(
-            role=role,
-            content=self._encode_content(content),
-            tool_call_id=tool_call_id,
-            tool_calls=codec.encode_json(tool_calls),
+        message = conversation.new_message(
+            role,
+            content,
+            encode_content=self._encode_content,
             tool_name=tool_name,
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id,
             token_count=token_count,
             finish_reason=finish_reason,
             reasoning=reasoning,
             reasoning_content=reasoning_content,
-            reasoning_details=codec.encode_json(reasoning_details),
-            codex_reasoning_items=codec.encode_json(codex_reasoning_items),
-            codex_message_items=codec.encode_json(codex_message_items),
-            tool_call_units=codec.count_tool_calls(tool_calls),
+            reasoning_details=reasoning_details,
+            codex_reasoning_items=codex_reasoning_items,
+            codex_message_items=codex_message_items,
         )
         return self._write(lambda db: messages.append(db, session_id, message), "appending a message")
 
@@ -439,43 +412,15 @@ class SessionDB:
         for entry in messages_:
             if not isinstance(entry, dict):
                 raise TypeError(f"each message must be a dict, not {type(entry).__name__}")
-        prepared = [self._new_message_from_dict(entry) for entry in messages_]
+        prepared = [conversation.message_from_dict(entry, self._encode_content) for entry in messages_]
         self._write(lambda db: messages.replace_all(db, session_id, prepared), "replacing messages")
-
-    @classmethod
-    def _new_message_from_dict(cls, entry: dict[str, Any]) -> messages.NewMessage:
-        role = entry.get("role") or "unknown"
-        assistant = role == "assistant"
-
-        def assistant_only(key: str, encode: bool = False) -> Any:
-            if not assistant:
-                return None
-            value = entry.get(key)
-            return codec.encode_json(value) if encode else value
-
-        tool_calls = entry.get("tool_calls")
-        return messages.NewMessage(
-            role=role,
-            content=cls._encode_content(entry.get("content")),
-            tool_call_id=entry.get("tool_call_id"),
-            tool_calls=codec.encode_json(tool_calls),
-            tool_name=entry.get("tool_name"),
-            token_count=entry.get("token_count"),
-            finish_reason=entry.get("finish_reason"),
-            reasoning=assistant_only("reasoning"),
-            reasoning_content=assistant_only("reasoning_content"),
-            reasoning_details=assistant_only("reasoning_details", encode=True),
-            codex_reasoning_items=assistant_only("codex_reasoning_items", encode=True),
-            codex_message_items=assistant_only("codex_message_items", encode=True),
-            tool_call_units=codec.count_tool_calls(tool_calls),
-        )
 
     def get_messages(self, session_id: str) -> list[dict[str, Any]]:
         """Every message of a session with all 15 columns, in insertion order.
 
         ``content`` and ``tool_calls`` are decoded; the other JSON columns stay strings.
         """
-        return _decoded_messages(self._read(lambda db: messages.rows_for(db, session_id)))
+        return conversation.decoded(self._query(lambda db: messages.rows_for(db, session_id)))
 
     def get_messages_as_conversation(
         self, session_id: str, include_ancestors: bool = False
@@ -486,18 +431,7 @@ class SessionDB:
         ``include_ancestors`` the whole parent chain is replayed, root first, without the
         user prompts that were re-sent on resume.
         """
-
-        def work(db: orm.Session) -> Sequence[Any]:
-            ids = lineage.chain_root_to_session(db, session_id) if include_ancestors else [session_id]
-            return messages.conversation_rows(db, ids)
-
-        conversation: list[dict[str, Any]] = []
-        for row in self._read(work):
-            entry = _conversation_entry(row)
-            if include_ancestors and _is_replayed_prompt(conversation, entry):
-                continue
-            conversation.append(entry)
-        return conversation
+        return self._query(lambda db: conversation.replay(db, session_id, include_ancestors), snapshot=True)
 
     def clear_messages(self, session_id: str) -> None:
         """Delete a session's messages and zero its message counters (the session stays)."""
@@ -523,18 +457,16 @@ class SessionDB:
         require_count("limit", limit)
         require_count("offset", offset)
         filters = listing.ListingFilter(source, exclude_sources, include_children)
-        project = project_compression_tips and not include_children
-
-        def work(db: orm.Session) -> list[dict[str, Any]]:
-            fetch = listing.rich_rows_by_last_active if order_by_last_active else listing.rich_rows
-            rows = fetch(db, filters, limit, offset)
-            for row in rows:
-                row["preview"] = _finish_preview(row["preview"])
-                if project and row.get("end_reason") == "compression":
-                    _project_tip(db, row)
-            return rows
-
-        return self._read(work)
+        return self._query(
+            lambda db: listing.rich_listing(
+                db,
+                filters,
+                limit,
+                offset,
+                order_by_last_active=order_by_last_active,
+                project_compression_tips=project_compression_tips and not include_children,
+            )
+        )
 
     def search_sessions(
         self, source: str | None = None, limit: int = 20, offset: int = 0
@@ -542,50 +474,30 @@ class SessionDB:
         """Sessions with ``last_active``, most recently active first."""
         require_count("limit", limit)
         require_count("offset", offset)
-        return self._read(lambda db: listing.by_last_active(db, source, limit, offset))
+        return self._query(lambda db: listing.by_last_active(db, source, limit, offset))
 
     def session_count(self, source: str | None = None) -> int:
         """Number of sessions (of one source when given)."""
-        return self._read(lambda db: sessions.count(db, source))
+        return self._query(lambda db: sessions.count(db, source))
 
     def message_count(self, session_id: str | None = None) -> int:
         """Number of messages (of one session when given)."""
-        return self._read(lambda db: messages.count(db, session_id))
+        return self._query(lambda db: messages.count(db, session_id))
 
     def export_session(self, session_id: str) -> dict[str, Any] | None:
         """A session's row plus ``"messages"`` (as :meth:`get_messages`), or ``None``.
 
         Row and messages come from one read transaction, so they always agree.
         """
-
-        def work(db: orm.Session) -> dict[str, Any] | None:
-            row = sessions.get_row(db, session_id)
-            if row is None:
-                return None
-            return {**row, "messages": _decoded_messages(messages.rows_for(db, session_id))}
-
-        return self._read(work)
+        return self._query(lambda db: conversation.exported_session(db, session_id), snapshot=True)
 
     def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
         """Every session (most recently active first) with its ``"messages"``, one snapshot."""
-
-        def work(db: orm.Session) -> list[dict[str, Any]]:
-            rows = listing.by_last_active(db, source, 100000, 0)
-            by_session = messages.rows_by_session(db, source)
-            return [{**row, "messages": _decoded_messages(by_session.get(row["id"], []))} for row in rows]
-
-        return self._read(work)
+        return self._query(lambda db: conversation.exported_all(db, source), snapshot=True)
 
     def delete_session(self, session_id: str, sessions_dir: str | os.PathLike[str] | None = None) -> bool:
         """Delete a session and its messages, detaching its children; ``False`` if missing."""
-
-        def work(db: orm.Session) -> bool:
-            if not sessions.exists_id(db, session_id):
-                return False
-            sessions.delete_sessions(db, [session_id])
-            return True
-
-        deleted = self._write(work, "deleting a session")
+        deleted = self._write(lambda db: sessions.delete_one(db, session_id), "deleting a session")
         if deleted:
             remove_transcripts(sessions_dir, [session_id])
         return deleted
@@ -601,13 +513,7 @@ class SessionDB:
         Live sessions are never pruned; children of pruned sessions are detached.
         """
         cutoff = time.time() - older_than_days * 86400
-
-        def work(db: orm.Session) -> list[str]:
-            ids = sessions.prunable_ids(db, cutoff, source)
-            sessions.delete_sessions(db, ids)
-            return ids
-
-        pruned = self._write(work, "pruning sessions")
+        pruned = self._write(lambda db: sessions.prune(db, cutoff, source), "pruning sessions")
         remove_transcripts(sessions_dir, pruned)
         return len(pruned)
 
@@ -638,20 +544,14 @@ class SessionDB:
         if plan.kind == "empty":
             return []
         filters = SearchFilters(source_filter, exclude_sources, role_filter)
-
-        def work(db: orm.Session) -> list[dict[str, Any]]:
-            hits = find_hits(db, plan, filters, limit, offset)
-            attach_context(db, hits)
-            return hits
-
-        return self._read(work)
+        return self._query(lambda db: search(db, plan, filters, limit, offset))
 
     # --- metadata and maintenance ----------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:
         """The value stored under ``key`` in ``state_meta``."""
         require_str("key", key)
-        return self._read(lambda db: meta.get(db, key))
+        return self._query(lambda db: meta.get(db, key))
 
     def set_meta(self, key: str, value: str | None) -> None:
         """Store ``value`` under ``key`` in ``state_meta``."""
@@ -662,10 +562,8 @@ class SessionDB:
     def vacuum(self) -> None:
         """Checkpoint the WAL (TRUNCATE) and ``VACUUM`` the file (SQLite only)."""
         self._check_open()
-        from hermes_store.maintenance import vacuum
-
         with self._lock:
-            vacuum(self.engine)
+            maintenance.vacuum(self.engine)
 
     def maybe_auto_prune_and_vacuum(
         self,
@@ -678,28 +576,9 @@ class SessionDB:
 
         Returns ``{"skipped", "pruned", "vacuumed"}`` plus ``"error"`` on failure.
         """
-        outcome: dict[str, Any] = {"skipped": False, "pruned": 0, "vacuumed": False}
-        try:
-            last = self.get_meta("last_auto_prune")
-            try:
-                last_run = float(last) if last is not None else None
-            except ValueError:
-                last_run = None
-            if last_run is not None and time.time() - last_run < min_interval_hours * 3600:
-                outcome["skipped"] = True
-                return outcome
-            outcome["pruned"] = self.prune_sessions(retention_days, sessions_dir=sessions_dir)
-            if vacuum and outcome["pruned"] > 0:
-                try:
-                    self.vacuum()
-                    outcome["vacuumed"] = True
-                except Exception as exc:
-                    log.warning("auto-vacuum failed: %s", exc)
-            self.set_meta("last_auto_prune", str(time.time()))
-        except Exception as exc:
-            log.warning("auto-prune failed: %s", exc)
-            outcome["error"] = str(exc)
-        return outcome
+        return maintenance.auto_prune_and_vacuum(
+            self, retention_days, min_interval_hours, vacuum=vacuum, sessions_dir=sessions_dir
+        )
 
     def close(self) -> None:
         """Checkpoint the WAL and close every connection; calling it twice is harmless."""
@@ -717,74 +596,3 @@ class SessionDB:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-# --- conversation shaping -------------------------------------------------------------
-
-
-def _decoded_messages(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for item in rows:
-        item["content"] = codec.decode_content(item["content"])
-        if item["tool_calls"]:
-            item["tool_calls"] = codec.decode_tool_calls(item["tool_calls"])
-    return rows
-
-
-def _conversation_entry(row: dict[str, Any]) -> dict[str, Any]:
-    content = codec.decode_content(row["content"])
-    if row["role"] in ("user", "assistant") and isinstance(content, str):
-        content = sanitize_context(content).strip()
-    entry: dict[str, Any] = {"role": row["role"], "content": content}
-    if row["tool_call_id"]:
-        entry["tool_call_id"] = row["tool_call_id"]
-    if row["tool_name"]:
-        entry["tool_name"] = row["tool_name"]
-    if row["tool_calls"]:
-        entry["tool_calls"] = codec.decode_tool_calls(row["tool_calls"])
-    if row["role"] == "assistant":
-        if row["finish_reason"]:
-            entry["finish_reason"] = row["finish_reason"]
-        if row["reasoning"]:
-            entry["reasoning"] = row["reasoning"]
-        if row["reasoning_content"] is not None:
-            entry["reasoning_content"] = row["reasoning_content"]
-        for key in ("reasoning_details", "codex_reasoning_items", "codex_message_items"):
-            raw = row[key]
-            if raw:
-                entry[key] = codec.decode_json_or(raw, None)
-    return entry
-
-
-def _is_replayed_prompt(kept: list[dict[str, Any]], entry: dict[str, Any]) -> bool:
-    """A user prompt equal to an earlier one with no assistant output in between."""
-    content = entry.get("content")
-    if entry["role"] != "user" or not isinstance(content, str) or not content:
-        return False
-    for previous in reversed(kept):
-        if previous["role"] == "user" and previous.get("content") == content:
-            return True
-        if previous["role"] == "assistant" and (previous.get("content") or previous.get("tool_calls")):
-            return False
-    return False
-
-
-def _finish_preview(raw: Any) -> str:
-    text = codec.preview_text(raw)
-    if isinstance(raw, str) and raw.startswith(codec.CONTENT_JSON_PREFIX):
-        text = text.replace("\n", " ").replace("\r", " ")[:63]
-    text = text.strip()
-    return text[:_PREVIEW_CHARS] + "..." if len(text) > _PREVIEW_CHARS else text
-
-
-def _project_tip(db: orm.Session, row: dict[str, Any]) -> None:
-    root_id = row["id"]
-    tip = lineage.compression_tip(db, root_id)
-    if tip == root_id:
-        return
-    tip_row = listing.rich_row(db, tip)
-    if tip_row is None:
-        return
-    tip_row["preview"] = _finish_preview(tip_row["preview"])
-    for key in _PROJECTED_KEYS:
-        row[key] = tip_row[key]
-    row["_lineage_root_id"] = root_id

@@ -15,6 +15,8 @@ import warnings
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from hermes_store.backends import backend_for
+
 log = logging.getLogger(__name__)
 
 REVISIONS: tuple[str, ...] = tuple(f"{n:04d}" for n in range(1, 12))
@@ -210,7 +212,7 @@ def prepare_for_alembic(connection: Connection) -> bool:
             stacklevel=2,
         )
         return False
-    if connection.dialect.name != "sqlite":
+    if not backend_for(connection).adopts_legacy_files:
         return True
     reached = effective_version(connection, claimed)
     log.warning(

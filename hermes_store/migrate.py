@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from hermes_store.backends import backend_for
 from hermes_store.engine import create_engine, write_engine
 from hermes_store.errors import SchemaError
 from hermes_store.errors_map import is_lock_error, raise_translated
@@ -196,9 +197,8 @@ def _as_engine(target: Engine | str | os.PathLike[str] | None, prepare: bool = T
 
 
 def _locked_write(connection: Connection) -> None:
-    """Serialise migrators: SQLite's BEGIN IMMEDIATE already holds the lock."""
-    if connection.dialect.name == "postgresql":
-        connection.exec_driver_sql("SELECT pg_advisory_xact_lock(8675309011)")
+    """Serialise migrators (SQLite's BEGIN IMMEDIATE already holds the lock)."""
+    backend_for(connection).lock_for_migration(connection)
 
 
 def upgrade(target: Engine | str | os.PathLike[str] | None = None, revision: str = "head") -> None:

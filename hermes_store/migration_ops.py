@@ -20,10 +20,12 @@ from collections.abc import Iterable
 import sqlalchemy as sa
 from alembic import op
 
+from hermes_store.backends import backend_for
+
 
 def dialect_name() -> str:
     """The dialect the migration runs on (online or offline)."""
-    return str(op.get_context().dialect.name)
+    return backend_for(op.get_context().dialect).name
 
 
 def is_offline() -> bool:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from sqlalchemy import ForeignKey, Index, Integer, MetaData, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from hermes_store.types import EpochSeconds, MessageContent
+from hermes_store.types import EpochSeconds, Float8, MessageContent, Money
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -33,16 +33,12 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-# Epoch seconds are REAL on SQLite as upstream stores them; PostgreSQL's REAL is only
-# 4 bytes and would round timestamps to minutes, so it gets double precision there.
-Money = EpochSeconds
-
 
 class Base(DeclarativeBase):
     """Declarative base owning the naming convention and the Python→SQL type map."""
 
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map: ClassVar[dict[Any, Any]] = {str: Text(), int: Integer(), float: EpochSeconds}
+    type_annotation_map: ClassVar[dict[Any, Any]] = {str: Text(), int: Integer(), float: Float8}
 
 
 def _zero() -> Any:

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Table, func, orm, select, text, update
+from sqlalchemy import Table, func, orm, select, update
 from sqlalchemy.engine import Engine
 
+from hermes_store.backends import backend_for
 from hermes_store.errors import StoreError
+from hermes_store.execution import run
 from hermes_store.migrate import ensure_schema
 from hermes_store.models import Base, Message, Session, StateMeta
-from hermes_store.repository.dialect_insert import insert_for
 from hermes_store.unit_of_work import UnitOfWork
 
 Progress = Callable[[str, int], None]
@@ -40,16 +41,16 @@ class CopyReport:
 
 def _upsert(db: orm.Session, model: type[Base], rows: Sequence[dict[str, Any]]) -> None:
     table: Table = model.__table__  # type: ignore[assignment]
-    statement = insert_for(db, table)
+    statement = backend_for(db).insert(table)
     keys = [column.name for column in table.primary_key.columns]
     updates = {c.name: statement.excluded[c.name] for c in table.columns if c.name not in keys}
-    db.execute(statement.on_conflict_do_update(index_elements=keys, set_=updates), list(rows))
+    run(db, statement.on_conflict_do_update(index_elements=keys, set_=updates), list(rows))
 
 
 def _batches(engine: Engine, model: type[Base], order_by: Any) -> Iterator[list[dict[str, Any]]]:
     columns = list(model.__table__.columns)
     with orm.Session(engine) as db:
-        result = db.execute(select(*columns).order_by(order_by).execution_options(yield_per=BATCH_ROWS))
+        result = run(db, select(*columns).order_by(order_by).execution_options(yield_per=BATCH_ROWS))
         for partition in result.partitions(BATCH_ROWS):
             yield [dict(row._mapping) for row in partition]
 
@@ -82,31 +83,21 @@ def copy_store(source: Engine, target: Engine, progress: Progress | None = None)
     for rows in _batches(source, StateMeta, StateMeta.key):
         uow.write(partial(_upsert, model=StateMeta, rows=rows), "copying metadata")
         report("state_meta", len(rows))
-    if target.dialect.name == "postgresql":
-        uow.write(_reset_message_sequence, "resetting the message id sequence")
+    uow.write(backend_for(target).after_bulk_copy, "resetting the message id sequence")
     return _verify(source, target)
 
 
 def _relink(db: orm.Session, links: Sequence[tuple[str, str]]) -> None:
     for child, parent in links:
-        db.execute(update(Session).where(Session.id == child).values(parent_session_id=parent))
-
-
-def _reset_message_sequence(db: orm.Session) -> None:
-    db.execute(
-        text(
-            "SELECT setval(pg_get_serial_sequence('messages', 'id'), "
-            "COALESCE((SELECT MAX(id) FROM messages), 0) + 1, false)"
-        )
-    )
+        run(db, update(Session).where(Session.id == child).values(parent_session_id=parent))
 
 
 def _counts(engine: Engine) -> tuple[int, int, int]:
     with orm.Session(engine) as db:
         return (
-            int(db.execute(select(func.count()).select_from(Session)).scalar_one()),
-            int(db.execute(select(func.count()).select_from(Message)).scalar_one()),
-            int(db.execute(select(func.count()).select_from(StateMeta)).scalar_one()),
+            int(run(db, select(func.count()).select_from(Session)).scalar_one()),
+            int(run(db, select(func.count()).select_from(Message)).scalar_one()),
+            int(run(db, select(func.count()).select_from(StateMeta)).scalar_one()),
         )
 
 

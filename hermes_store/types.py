@@ -1,50 +1,21 @@
 """Column types that keep upstream's value encodings portable across backends.
 
 SQLite stores whatever Python hands it in a TEXT column: strings with NUL bytes, numbers,
-even ``bytes``. PostgreSQL's ``text`` cannot hold a NUL character, so the content
-sentinel ``"\\x00json:"`` is stored there as ``"\\ue000json:"`` (a private-use character)
-and mapped back on read; numbers are stored as their text, as SQLite's TEXT affinity
-does. Content that PostgreSQL cannot hold at all (``bytes``, other NULs) is refused with
-a clear error before anything is written.
+even ``bytes``. Other backends may not (PostgreSQL's ``text`` cannot hold a NUL), so the
+column types ask the store's backend (:mod:`hermes_store.backends`) how to store and read
+back message content and timestamps. On SQLite neither type adds any per-value work.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import REAL, Double, Text
+from sqlalchemy import REAL, Text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 SQLITE_CONTENT_SENTINEL = "\x00json:"
 POSTGRES_CONTENT_SENTINEL = "\ue000json:"
-
-
-def content_to_storage(value: Any, dialect_name: str) -> Any:
-    """Prepare message content for a backend (identity on SQLite)."""
-    if dialect_name != "postgresql" or value is None:
-        return value
-    if isinstance(value, bytes | bytearray):
-        raise TypeError("bytes message content cannot be stored on PostgreSQL; decode it to str first")
-    if isinstance(value, bool | int | float):
-        return str(value)
-    if isinstance(value, str):
-        if value.startswith(SQLITE_CONTENT_SENTINEL):
-            value = POSTGRES_CONTENT_SENTINEL + value[len(SQLITE_CONTENT_SENTINEL) :]
-        if "\x00" in value:
-            raise ValueError("PostgreSQL text cannot contain NUL characters; remove them first")
-    return value
-
-
-def content_from_storage(value: Any, dialect_name: str) -> Any:
-    """Undo :func:`content_to_storage` on a value read back from a backend."""
-    if (
-        dialect_name == "postgresql"
-        and isinstance(value, str)
-        and value.startswith(POSTGRES_CONTENT_SENTINEL)
-    ):
-        return SQLITE_CONTENT_SENTINEL + value[len(POSTGRES_CONTENT_SENTINEL) :]
-    return value
 
 
 class MessageContent(TypeDecorator[Any]):
@@ -53,27 +24,45 @@ class MessageContent(TypeDecorator[Any]):
     impl = Text
     cache_ok = True
 
-    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
-        """Map the value for ``dialect`` (see :func:`content_to_storage`)."""
-        return content_to_storage(value, dialect.name)
+    def bind_processor(self, dialect: Dialect) -> Any:
+        """The backend's mapping to its stored form (``None``: values pass unchanged)."""
+        from hermes_store.backends import backend_for
 
-    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
-        """Map a stored value back (see :func:`content_from_storage`)."""
-        return content_from_storage(value, dialect.name)
+        return backend_for(dialect).content_bind_processor()
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        """The backend's mapping back from its stored form (``None``: unchanged)."""
+        from hermes_store.backends import backend_for
+
+        return backend_for(dialect).content_result_processor()
 
 
-class EpochSeconds(TypeDecorator[float]):
-    """Epoch seconds: ``REAL`` on SQLite as upstream stores them, ``double precision`` elsewhere.
+class Float8(TypeDecorator[float]):
+    """An 8-byte float on every backend: ``REAL`` on SQLite (8 bytes there, as upstream
+    declares it), ``double precision`` elsewhere (PostgreSQL's ``real`` has 4 bytes and
+    would round timestamps to minutes).
 
-    PostgreSQL's ``real`` is only 4 bytes and would round timestamps to minutes. Chosen
-    per dialect at run time so that no other dialect module is imported on start-up.
+    Chosen per dialect at run time (by the backend) so that no other dialect module is
+    imported on start-up.
     """
 
     impl = REAL
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        """``REAL`` on SQLite, ``DOUBLE PRECISION`` on other backends."""
-        if dialect.name == "sqlite":
-            return dialect.type_descriptor(REAL())
-        return dialect.type_descriptor(Double())
+        """The backend's 8-byte float type."""
+        from hermes_store.backends import backend_for
+
+        return backend_for(dialect).float8_type(dialect)
+
+
+class EpochSeconds(Float8):
+    """Seconds since the Unix epoch (``started_at``, ``ended_at``, ``timestamp``)."""
+
+    cache_ok = True
+
+
+class Money(Float8):
+    """An amount in US dollars (``estimated_cost_usd``, ``actual_cost_usd``)."""
+
+    cache_ok = True

@@ -26,6 +26,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 from sqlalchemy.engine import Connection, Engine
 
+from hermes_store.backends import backend_for
 from hermes_store.engine import write_engine
 from hermes_store.errors import WriteConflict
 from hermes_store.errors_map import is_retryable_conflict, raise_translated
@@ -34,7 +35,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Hot paths run SQL on the driver cursor, so sqlite3's own errors arrive unwrapped.
+# Everything hermes_store runs arrives wrapped (DBAPIError); sqlite3's own errors can
+# only come from caller code given the raw connection (SessionDB._execute_write).
 _DRIVER_ERRORS = (sa_exc.DBAPIError, sqlite3.Error)
 
 MAX_ATTEMPTS = 15
@@ -67,8 +69,11 @@ class UnitOfWork:
         self.retry_max_s = retry_max_s
         self.checkpoint_every = checkpoint_every
         self._write_engine = write_engine(engine)
+        self._backend = backend_for(engine)
         self._reader = orm.sessionmaker(bind=engine, expire_on_commit=False)
         self._idle_readers: list[orm.Session] = []
+        self._idle_connections: list[Connection] = []
+        self._closing = False
         # Writes are serialised in-process anyway, so one connection serves them all, kept
         # open like upstream's: no pool checkout and reset per write on the hot path.
         self._write_connection: Connection | None = None
@@ -143,29 +148,62 @@ class UnitOfWork:
             if len(self._idle_readers) < _IDLE_READERS_KEPT:
                 self._idle_readers.append(session)
 
+    @contextmanager
+    def read_connection(self, snapshot: bool = False) -> Iterator[Connection]:
+        """A Core connection for reads, whatever it began rolled back afterwards.
+
+        The cheap read path: no ORM session, and on backends that keep idle connections
+        (SQLite files, :attr:`~hermes_store.backends.Backend.keeps_idle_connections`) no
+        pool checkout either — a connection is taken from a small stack of idle ones.
+        Without ``snapshot`` each statement may see the latest commit (SQLite reads in
+        autocommit mode, as upstream Hermes does); with it, every statement sees the
+        same snapshot (a read transaction).
+        """
+        try:
+            connection = self._idle_connections.pop()
+        except IndexError:
+            connection = self._backend.prepare_read_connection(self.engine.connect())
+        try:
+            transaction = connection.begin()
+            if snapshot:
+                self._backend.begin_snapshot(connection)
+            try:
+                yield connection
+            finally:
+                if transaction.is_active:
+                    transaction.rollback()
+        except _DRIVER_ERRORS as exc:
+            raise_translated(exc, "reading")
+        finally:
+            if (
+                self._backend.keeps_idle_connections
+                and not connection.invalidated
+                and not connection.closed
+                and len(self._idle_connections) < _IDLE_READERS_KEPT
+                and not self._closing
+            ):
+                self._idle_connections.append(connection)
+            else:
+                connection.close()
+
     def _count_success(self) -> None:
         self.write_count += 1
         if self.checkpoint_every and self.write_count % self.checkpoint_every == 0:
             self.checkpoint()
 
     def checkpoint(self) -> None:
-        """Best-effort PASSIVE WAL checkpoint on SQLite (never raises)."""
-        if self.engine.dialect.name != "sqlite":
-            return
+        """Best-effort WAL checkpoint (PASSIVE) on SQLite; never raises."""
         try:
-            raw = self.engine.raw_connection()
-            try:
-                cursor = raw.cursor()
-                cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
-                cursor.close()
-            finally:
-                raw.close()
+            self._backend.checkpoint(self.engine)
         except Exception as exc:  # a checkpoint is an optimisation; never fail a write for it
             log.debug("WAL checkpoint skipped: %s", exc)
 
     def close(self) -> None:
         """Checkpoint (SQLite) and release every pooled connection."""
         with self._lock:
+            self._closing = True
+            while self._idle_connections:
+                self._idle_connections.pop().close()
             if self._write_connection is not None:
                 self._write_connection.close()
                 self._write_connection = None

@@ -6,7 +6,6 @@ never upgrade it. ``prune`` goes through ``SessionDB`` like any writer.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from rich.text import Text
 from sqlalchemy.engine import Connection, Engine
 
 from hermes_store import maintenance
+from hermes_store.backends import backend_for
 from hermes_store.cli import doctor as doctor_checks
 from hermes_store.cli.backup import DEFAULT_PAGES_PER_STEP, backup_sqlite
 from hermes_store.cli.errors import CliError
@@ -61,7 +61,7 @@ def gather_info(target: StoreTarget, engine: Engine) -> dict[str, Any]:
     info: dict[str, Any] = {
         "database": target.describe(),
         "path": str(path) if path else None,
-        "backend": f"{engine.dialect.name}+{engine.dialect.driver}",
+        "backend": f"{backend_for(engine).name}+{engine.dialect.driver}",
         "revision": state.revision,
         "schema_version": state.legacy_version,
         "head": HEAD_REVISION,
@@ -71,15 +71,7 @@ def gather_info(target: StoreTarget, engine: Engine) -> dict[str, Any]:
         "shm_bytes": _size(path, "-shm"),
     }
     with engine.connect() as connection:
-        if engine.dialect.name == "sqlite":
-            info["journal_mode"] = _safe_scalar(connection, "PRAGMA journal_mode")
-            info["page_size"] = _safe_scalar(connection, "PRAGMA page_size")
-            info["page_count"] = _safe_scalar(connection, "PRAGMA page_count")
-            info["freelist_count"] = _safe_scalar(connection, "PRAGMA freelist_count")
-            info["sqlite_version"] = sqlite3.sqlite_version
-        else:
-            info["journal_mode"] = None
-            info["size_bytes"] = _safe_scalar(connection, "SELECT pg_database_size(current_database())")
+        info.update(backend_for(engine).storage_facts(lambda sql: _safe_scalar(connection, sql)))
         info["sessions"] = _safe_scalar(connection, "SELECT COUNT(*) FROM sessions")
         info["live_sessions"] = _safe_scalar(
             connection, "SELECT COUNT(*) FROM sessions WHERE ended_at IS NULL"

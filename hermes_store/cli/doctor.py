@@ -30,6 +30,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from hermes_store.backends import backend_for
 from hermes_store.cli.output import fmt_size
 from hermes_store.engine import sqlite_path, write_engine
 from hermes_store.migrate import read_schema_state
@@ -118,7 +119,7 @@ class Doctor:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.sqlite = engine.dialect.name == "sqlite"
+        self.sqlite = backend_for(engine).is_file
         self.at_head = False
         self.newer = False
         self.facts = _Facts(set(), {})

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from sqlalchemy import and_, insert, or_, orm, select, text, update
+from sqlalchemy import and_, insert, or_, orm, select, update
 from sqlalchemy import exc as sa_exc
 
+from hermes_store.backends import backend_for
 from hermes_store.cli.output import to_json
 from hermes_store.cli.render import markdown_session
 from hermes_store.codec import CONTENT_JSON_PREFIX
@@ -335,19 +336,7 @@ class Importer:
         return waiting
 
     def _finish(self) -> None:
-        dialect = self.db.engine.dialect.name
-        if dialect != "postgresql":
-            return
-
-        def work(session: orm.Session) -> None:
-            session.execute(
-                text(
-                    "SELECT setval(pg_get_serial_sequence('messages', 'id'), "
-                    "COALESCE((SELECT MAX(id) FROM messages), 0) + 1, false)"
-                )
-            )
-
-        self.db._write(work, "advancing the message id sequence")
+        self.db._write(backend_for(self.db.engine).after_bulk_copy, "advancing the message id sequence")
 
 
 def _first_line(exc: BaseException) -> str:

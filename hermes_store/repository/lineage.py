@@ -9,11 +9,11 @@ depth so a corrupt cycle cannot loop forever.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import orm
-
-from hermes_store.repository.rows import fetch_tuples
+from hermes_store.backends import backend_for
+from hermes_store.execution import Bind, fetch_tuples
 
 MAX_DEPTH = 100
 MAX_RESUME_DEPTH = 32
@@ -82,28 +82,61 @@ _COMPRESSION_TIP = """
     """
 
 
-def ancestors(db: orm.Session, session_id: str) -> list[LineageNode]:
+def ancestors(db: Bind, session_id: str) -> list[LineageNode]:
     """The session and its ancestors, root first, session last (empty if unknown)."""
     rows = fetch_tuples(db, _ANCESTORS, {"session_id": session_id, "max_depth": MAX_DEPTH})
     return [LineageNode(*row) for row in rows]
 
 
-def descendants(db: orm.Session, session_id: str) -> list[LineageNode]:
+def descendants(db: Bind, session_id: str) -> list[LineageNode]:
     """The session and every descendant, breadth first (empty if unknown)."""
     rows = fetch_tuples(db, _DESCENDANTS, {"session_id": session_id, "max_depth": MAX_DEPTH})
     return [LineageNode(*row) for row in rows]
 
 
-def chain_root_to_session(db: orm.Session, session_id: str) -> list[str]:
+def chain_root_to_session(db: Bind, session_id: str) -> list[str]:
     """Ids from the root ancestor down to ``session_id``; ``[session_id]`` if unknown."""
     ids = [node.id for node in ancestors(db, session_id)]
     return ids or [session_id]
 
 
-def compression_tip(db: orm.Session, session_id: str) -> str:
+def compression_tip(db: Bind, session_id: str) -> str:
     """The last continuation reached by following compression splits (or the input)."""
     rows = fetch_tuples(db, _COMPRESSION_TIP, {"session_id": session_id, "max_depth": MAX_DEPTH})
     return str(rows[0][0]) if rows else session_id
+
+
+# The same walk for many roots at once: every step of every chain, deepest last.
+_COMPRESSION_TIPS = """
+    WITH RECURSIVE chain(root_id, id, depth) AS (
+        SELECT id, id, 0 FROM sessions WHERE {root_ids}
+        UNION ALL
+        SELECT chain.root_id, (
+            SELECT c.id FROM sessions c JOIN sessions p ON p.id = c.parent_session_id
+            WHERE c.parent_session_id = chain.id
+              AND p.end_reason = 'compression'
+              AND c.started_at >= p.ended_at
+            ORDER BY c.started_at DESC, c.id DESC
+            LIMIT 1
+        ), depth + 1
+        FROM chain
+        WHERE chain.id IS NOT NULL AND depth < :max_depth
+    )
+    SELECT root_id, id FROM chain WHERE id IS NOT NULL ORDER BY root_id, depth
+    """
+
+
+def compression_tips(db: Bind, root_ids: Sequence[str]) -> dict[str, str]:
+    """:func:`compression_tip` of each of ``root_ids`` (unknown ids are left out), in one query."""
+    if not root_ids:
+        return {}
+    tips: dict[str, str] = {}
+    backend = backend_for(db)
+    sql = _COMPRESSION_TIPS.format(root_ids=backend.in_list("id", "root_ids"))
+    params = {"root_ids": backend.list_value(root_ids), "max_depth": MAX_DEPTH}
+    for root_id, session_id in fetch_tuples(db, sql, params):
+        tips[str(root_id)] = str(session_id)  # ordered by depth: the last one is the tip
+    return tips
 
 
 _LATEST_CHILD = (
@@ -112,7 +145,7 @@ _LATEST_CHILD = (
 _HAS_MESSAGES = "SELECT 1 FROM messages WHERE session_id = :session_id LIMIT 1"
 
 
-def resume_target(db: orm.Session, session_id: str) -> str:
+def resume_target(db: Bind, session_id: str) -> str:
     """The session to resume: itself if it has messages, else its first descendant that does.
 
     Walks down the latest-started child of any kind, at most 32 levels, never revisiting

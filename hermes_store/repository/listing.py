@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, orm, select
+from sqlalchemy import func, select
 
-from hermes_store.codec import CONTENT_JSON_PREFIX
+from hermes_store.backends import backend_for
+from hermes_store.codec import CONTENT_JSON_PREFIX, preview_text
+from hermes_store.execution import Bind, fetch_dicts, run
 from hermes_store.models import Session
-from hermes_store.repository.rows import fetch_dicts
-from hermes_store.types import POSTGRES_CONTENT_SENTINEL
+from hermes_store.repository.lineage import compression_tips
 
 _SESSION_COLUMN_NAMES = tuple(column.name for column in Session.__table__.columns)
 _S_COLUMNS = ", ".join(f"s.{name}" for name in _SESSION_COLUMN_NAMES)
@@ -47,22 +48,10 @@ _VISIBLE_CHILD = """(
     )
 )"""
 
-_STARTS_WITH_SENTINEL = {
-    # Compared as bytes: SQLite's text functions stop at the sentinel's NUL byte.
-    "sqlite": "substr(CAST(m.content AS BLOB), 1, :sentinel_len) = CAST(:sentinel AS BLOB)",
-    "postgresql": "left(m.content, :sentinel_len) = :sentinel",
-}
-_SENTINEL = {"sqlite": CONTENT_JSON_PREFIX, "postgresql": POSTGRES_CONTENT_SENTINEL}
 
-
-def _preview_sql(db: orm.Session) -> tuple[str, dict[str, Any]]:
-    dialect = db.get_bind().dialect.name
-    sentinel = _SENTINEL.get(dialect, CONTENT_JSON_PREFIX)
-    sentinel_len = len(sentinel.encode()) if dialect == "sqlite" else len(sentinel)
-    sql = _PREVIEW.format(
-        starts_with_sentinel=_STARTS_WITH_SENTINEL.get(dialect, _STARTS_WITH_SENTINEL["sqlite"])
-    )
-    return sql, {"sentinel": sentinel, "sentinel_len": sentinel_len, "lf": "\n", "cr": "\r"}
+def _preview_sql(db: Bind) -> tuple[str, dict[str, Any]]:
+    starts_with_sentinel, params = backend_for(db).preview_starts_with_sentinel()
+    return _PREVIEW.format(starts_with_sentinel=starts_with_sentinel), {**params, "lf": "\n", "cr": "\r"}
 
 
 @dataclass(frozen=True)
@@ -73,14 +62,12 @@ class ListingFilter:
     exclude_sources: Sequence[str] | None = None
     include_children: bool = False
 
-    def where(self, dialect: str = "sqlite") -> tuple[str, dict[str, Any]]:
-        """The SQL condition on alias ``s`` and its parameters."""
+    def where(self, source: str = "s.source") -> tuple[str, dict[str, Any]]:
+        """The SQL condition on alias ``s`` and its parameters; ``source`` is the SQL for
+        the source column (a backend may add a planner hint, see
+        :attr:`hermes_store.backends.Backend.listing_source_column`)."""
         clauses = ["1 = 1"]
         params: dict[str, Any] = {}
-        # On SQLite a unary + keeps the planner off idx_sessions_source: walking
-        # idx_sessions_started newest first and stopping at LIMIT beats computing the
-        # preview and last-activity subqueries for every session of a large source.
-        source = "+s.source" if dialect == "sqlite" else "s.source"
         if not self.include_children:
             clauses.append(_VISIBLE_CHILD)
         if self.source:
@@ -92,10 +79,10 @@ class ListingFilter:
         return " AND ".join(clauses), params
 
 
-def rich_rows(db: orm.Session, listing: ListingFilter, limit: int, offset: int) -> list[dict[str, Any]]:
+def rich_rows(db: Bind, listing: ListingFilter, limit: int, offset: int) -> list[dict[str, Any]]:
     """Sessions with ``preview`` (raw, see :func:`finish_preview`) and ``last_active``,
     newest first."""
-    condition, params = listing.where(db.get_bind().dialect.name)
+    condition, params = listing.where(backend_for(db).listing_source_column)
     preview, preview_params = _preview_sql(db)
     sql = (
         f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active "
@@ -107,11 +94,11 @@ def rich_rows(db: orm.Session, listing: ListingFilter, limit: int, offset: int) 
 
 
 def rich_rows_by_last_active(
-    db: orm.Session, listing: ListingFilter, limit: int, offset: int
+    db: Bind, listing: ListingFilter, limit: int, offset: int
 ) -> list[dict[str, Any]]:
     """Like :func:`rich_rows`, ordered by the latest activity anywhere in each row's
     compression chain (so a conversation continued after compression sorts by its tip)."""
-    condition, params = listing.where(db.get_bind().dialect.name)
+    condition, params = listing.where(backend_for(db).listing_source_column)
     preview, preview_params = _preview_sql(db)
     sql = f"""
     WITH RECURSIVE roots AS (
@@ -142,18 +129,23 @@ def rich_rows_by_last_active(
     return fetch_dicts(db, sql, params, content_keys=("preview",))
 
 
-def rich_row(db: orm.Session, session_id: str) -> dict[str, Any] | None:
-    """One session with its raw preview and last_active, or ``None``."""
+def rich_rows_for(db: Bind, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Sessions ``session_ids`` with their raw preview and last_active, by id."""
     preview, preview_params = _preview_sql(db)
     sql = (
         f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active "
-        "FROM sessions s WHERE s.id = :session_id"
+        f"FROM sessions s WHERE {backend_for(db).in_list('s.id', 'session_ids')}"
     )
-    rows = fetch_dicts(db, sql, {**preview_params, "session_id": session_id}, content_keys=("preview",))
-    return rows[0] if rows else None
+    rows = fetch_dicts(
+        db,
+        sql,
+        {**preview_params, "session_ids": backend_for(db).list_value(session_ids)},
+        content_keys=("preview",),
+    )
+    return {row["id"]: row for row in rows}
 
 
-def by_last_active(db: orm.Session, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
+def by_last_active(db: Bind, source: str | None, limit: int, offset: int) -> list[dict[str, Any]]:
     """Every session column plus ``last_active``, most recently active first."""
     where = "WHERE s.source = :source" if source else ""
     sql = (
@@ -164,6 +156,77 @@ def by_last_active(db: orm.Session, source: str | None, limit: int, offset: int)
     if source:
         params["source"] = source
     return fetch_dicts(db, sql, params)
+
+
+# --- the assembled listing ------------------------------------------------------------
+
+PREVIEW_CHARS = 60
+# The columns a compression root shows from its latest continuation.
+_PROJECTED_KEYS = (
+    "id",
+    "ended_at",
+    "end_reason",
+    "message_count",
+    "tool_call_count",
+    "title",
+    "last_active",
+    "preview",
+    "model",
+    "system_prompt",
+)
+
+
+def rich_listing(
+    db: Bind,
+    listing: ListingFilter,
+    limit: int,
+    offset: int,
+    *,
+    order_by_last_active: bool = False,
+    project_compression_tips: bool = True,
+) -> list[dict[str, Any]]:
+    """``list_sessions_rich``: rows with a finished ``preview`` and ``last_active``.
+
+    With ``project_compression_tips`` a session split by compression shows its latest
+    continuation's details (and ``_lineage_root_id``); the tips and their rows take two
+    queries for the whole page.
+    """
+    fetch = rich_rows_by_last_active if order_by_last_active else rich_rows
+    rows = fetch(db, listing, limit, offset)
+    for row in rows:
+        row["preview"] = finish_preview(row["preview"])
+    if project_compression_tips:
+        _project_tips(db, [row for row in rows if row.get("end_reason") == "compression"])
+    return rows
+
+
+def finish_preview(raw: Any) -> str:
+    """The preview text of a raw preview column: text parts of JSON content, flattened,
+    stripped, at most 60 characters plus ``"..."``."""
+    text = preview_text(raw)
+    if isinstance(raw, str) and raw.startswith(CONTENT_JSON_PREFIX):
+        text = text.replace("\n", " ").replace("\r", " ")[:63]
+    text = text.strip()
+    return text[:PREVIEW_CHARS] + "..." if len(text) > PREVIEW_CHARS else text
+
+
+def _project_tips(db: Bind, roots: list[dict[str, Any]]) -> None:
+    """Show each compression root with its tip's details: two queries for the whole page."""
+    if not roots:
+        return
+    tips = {
+        root: tip for root, tip in compression_tips(db, [row["id"] for row in roots]).items() if tip != root
+    }
+    tip_rows = rich_rows_for(db, sorted(set(tips.values()))) if tips else {}
+    for row in roots:
+        tip_row = tip_rows.get(tips.get(row["id"], ""))
+        if tip_row is None:
+            continue
+        projected = {**tip_row, "preview": finish_preview(tip_row["preview"])}
+        root_id = row["id"]
+        for key in _PROJECTED_KEYS:
+            row[key] = projected[key]
+        row["_lineage_root_id"] = root_id
 
 
 # --- analytics ----------------------------------------------------------------------
@@ -180,10 +243,11 @@ class ModelUsage:
     estimated_cost_usd: float
 
 
-def usage_by_model(db: orm.Session) -> list[ModelUsage]:
+def usage_by_model(db: Bind) -> list[ModelUsage]:
     """Totals per model (sessions with a model only), most expensive first."""
     total_cost = func.coalesce(func.sum(Session.estimated_cost_usd), 0.0)
-    rows = db.execute(
+    rows = run(
+        db,
         select(
             Session.model,
             func.count(),
@@ -193,7 +257,7 @@ def usage_by_model(db: orm.Session) -> list[ModelUsage]:
         )
         .where(Session.model.is_not(None))
         .group_by(Session.model)
-        .order_by(total_cost.desc(), Session.model)
+        .order_by(total_cost.desc(), Session.model),
     ).all()
     return [
         ModelUsage(str(r[0]), int(r[1]), int(r[2] or 0), int(r[3] or 0), float(r[4] or 0.0)) for r in rows
@@ -211,12 +275,13 @@ class SessionTokens:
     estimated_cost_usd: float | None
 
 
-def top_sessions_by_tokens(db: orm.Session, limit: int = 10) -> list[SessionTokens]:
+def top_sessions_by_tokens(db: Bind, limit: int = 10) -> list[SessionTokens]:
     """The sessions with the most input + output tokens."""
     total = func.coalesce(Session.input_tokens, 0) + func.coalesce(Session.output_tokens, 0)
-    rows = db.execute(
+    rows = run(
+        db,
         select(Session.id, Session.title, Session.model, total, Session.estimated_cost_usd)
         .order_by(total.desc(), Session.id)
-        .limit(limit)
+        .limit(limit),
     ).all()
     return [SessionTokens(r[0], r[1], r[2], int(r[3] or 0), r[4]) for r in rows]

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, delete, func, insert, orm, select, update
+from sqlalchemy import delete, func, insert, select, update
 
+from hermes_store.backends import backend_for
+from hermes_store.execution import Bind, connection_of, fetch_dicts, run, run_driver_sql
 from hermes_store.models import Message, Session
-from hermes_store.repository.rows import fetch_dicts
 
 CONVERSATION_COLUMNS = (
     Message.session_id,
@@ -72,85 +73,69 @@ class NewMessage:
         }
 
 
-# The hot path of every agent turn. Statements are built once, so each append only binds
-# values; on SQLite they go straight to the driver cursor of the unit of work's connection
-# (same transaction), which keeps an append within a few microseconds of hand-written
-# sqlite3. Other backends take the same statements through SQLAlchemy Core.
-_SESSIONS = Session.__table__.c
-_INSERT_MESSAGE = insert(Message)
-_BUMP_COUNTERS = (
-    update(Session)
-    .where(_SESSIONS.id == bindparam("bump_session_id"))
-    .values(
-        message_count=func.coalesce(_SESSIONS.message_count, 0) + 1,
-        tool_call_count=func.coalesce(_SESSIONS.tool_call_count, 0)
-        + bindparam("bump_tool_calls", type_=Integer()),
-    )
-)
+# The hot path of every agent turn: two short statements run as driver SQL (see
+# run_driver_sql), so an append costs little more than the same two statements in sqlite3.
 _MESSAGE_FIELDS = tuple(column.name for column in Message.__table__.columns if column.name != "id")
-_SQLITE_INSERT_MESSAGE = (
-    f"INSERT INTO messages ({', '.join(_MESSAGE_FIELDS)}) VALUES ({', '.join('?' for _ in _MESSAGE_FIELDS)})"
+_INSERT_MESSAGE = (
+    f"INSERT INTO messages ({', '.join(_MESSAGE_FIELDS)}) "
+    f"VALUES ({', '.join(':' + name for name in _MESSAGE_FIELDS)}) RETURNING id"
 )
-_SQLITE_BUMP_COUNTERS = (
+_BUMP_COUNTERS = (
     "UPDATE sessions SET message_count = COALESCE(message_count, 0) + 1, "
-    "tool_call_count = COALESCE(tool_call_count, 0) + ? WHERE id = ?"
+    "tool_call_count = COALESCE(tool_call_count, 0) + :tool_calls WHERE id = :session_id"
 )
+_MESSAGE_CONTENT = Message.__table__.c.content.type
 
 
-def append(db: orm.Session, session_id: str, message: NewMessage) -> int:
+def append(db: Bind, session_id: str, message: NewMessage) -> int:
     """Insert one message and bump the session's counters; returns the new id.
 
-    Raises the driver's ``IntegrityError`` when the session does not exist.
+    Raises SQLAlchemy's ``IntegrityError`` when the session does not exist.
     """
-    connection = db.connection()
+    connection = connection_of(db)
     row = message.row(session_id, time.time())
-    if connection.dialect.name == "sqlite":
-        cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
-        try:
-            cursor.execute(_SQLITE_INSERT_MESSAGE, [row[name] for name in _MESSAGE_FIELDS])
-            new_id = cursor.lastrowid
-            cursor.execute(_SQLITE_BUMP_COUNTERS, (message.tool_call_units, session_id))
-        finally:
-            cursor.close()
-        return int(new_id)
-    result = connection.execute(_INSERT_MESSAGE, row)
-    new_id = result.inserted_primary_key[0]  # type: ignore[index]
-    connection.execute(
-        _BUMP_COUNTERS, {"bump_session_id": session_id, "bump_tool_calls": message.tool_call_units}
+    to_storage = _MESSAGE_CONTENT.bind_processor(connection.dialect)
+    if to_storage is not None:  # driver SQL skips column types: map content as the type would
+        row["content"] = to_storage(row["content"])
+    new_id = run_driver_sql(connection, _INSERT_MESSAGE, row)[0][0]
+    run_driver_sql(
+        connection, _BUMP_COUNTERS, {"session_id": session_id, "tool_calls": message.tool_call_units}
     )
     return int(new_id)
 
 
-def replace_all(db: orm.Session, session_id: str, messages: Sequence[NewMessage]) -> None:
+def replace_all(db: Bind, session_id: str, messages: Sequence[NewMessage]) -> None:
     """Replace a session's transcript; timestamps rise by 1 µs per message from now."""
-    db.execute(delete(Message).where(Message.session_id == session_id))
+    run(db, delete(Message).where(Message.session_id == session_id))
     start = time.time()
     if messages:
-        db.execute(
+        run(
+            db,
             insert(Message),
             [message.row(session_id, start + index * 1e-6) for index, message in enumerate(messages)],
         )
-    db.execute(
+    run(
+        db,
         update(Session)
         .where(Session.id == session_id)
         .values(
             message_count=len(messages),
             tool_call_count=sum(message.tool_call_units for message in messages),
-        )
+        ),
     )
 
 
-def clear(db: orm.Session, session_id: str) -> None:
+def clear(db: Bind, session_id: str) -> None:
     """Delete a session's messages and zero its message and tool-call counters."""
-    db.execute(delete(Message).where(Message.session_id == session_id))
-    db.execute(update(Session).where(Session.id == session_id).values(message_count=0, tool_call_count=0))
+    run(db, delete(Message).where(Message.session_id == session_id))
+    run(db, update(Session).where(Session.id == session_id).values(message_count=0, tool_call_count=0))
 
 
 _MESSAGE_SELECT = ", ".join(column.name for column in Message.__table__.columns)
 _CONVERSATION_SELECT = ", ".join(column.name for column in CONVERSATION_COLUMNS)
 
 
-def rows_for(db: orm.Session, session_id: str) -> list[dict[str, Any]]:
+def rows_for(db: Bind, session_id: str) -> list[dict[str, Any]]:
     """All 15 columns of a session's messages as dicts, in insertion order."""
     return fetch_dicts(
         db,
@@ -160,7 +145,7 @@ def rows_for(db: orm.Session, session_id: str) -> list[dict[str, Any]]:
     )
 
 
-def rows_by_session(db: orm.Session, source: str | None = None) -> dict[str, list[dict[str, Any]]]:
+def rows_by_session(db: Bind, source: str | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every message (of sessions of ``source``, if given) grouped by session, in insertion
     order: one query for a whole export instead of one per session."""
     where = "WHERE session_id IN (SELECT id FROM sessions WHERE source = :source)" if source else ""
@@ -175,19 +160,21 @@ def rows_by_session(db: orm.Session, source: str | None = None) -> dict[str, lis
     return grouped
 
 
-def conversation_rows(db: orm.Session, session_ids: Sequence[str]) -> list[dict[str, Any]]:
+def conversation_rows(db: Bind, session_ids: Sequence[str]) -> list[dict[str, Any]]:
     """The replay columns of the messages of ``session_ids`` as dicts, in insertion order."""
+    backend = backend_for(db)
     return fetch_dicts(
         db,
-        f"SELECT {_CONVERSATION_SELECT} FROM messages WHERE session_id IN :session_ids ORDER BY id",
-        {"session_ids": list(session_ids)},
+        f"SELECT {_CONVERSATION_SELECT} FROM messages "
+        f"WHERE {backend.in_list('session_id', 'session_ids')} ORDER BY id",
+        {"session_ids": backend.list_value(session_ids)},
         content_keys=("content",),
     )
 
 
-def count(db: orm.Session, session_id: str | None = None) -> int:
+def count(db: Bind, session_id: str | None = None) -> int:
     """Number of messages, of one session when ``session_id`` is given (and non-empty)."""
     query = select(func.count()).select_from(Message)
     if session_id:
         query = query.where(Message.session_id == session_id)
-    return int(db.execute(query).scalar_one())
+    return int(run(db, query).scalar_one())

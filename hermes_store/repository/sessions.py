@@ -12,24 +12,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, exists, func, orm, select, update
+from sqlalchemy import ColumnElement, delete, exists, func, select, update
 
+from hermes_store.backends import backend_for
+from hermes_store.execution import Bind, fetch_dicts, run, scalar_text
 from hermes_store.models import Message, Session
-from hermes_store.repository.dialect_insert import insert_for
-from hermes_store.repository.rows import fetch_dicts
 from hermes_store.titles import escape_like, split_title_number
 
 SESSION_COLUMNS = tuple(Session.__table__.columns)
 
 
-def _insert_ignoring_duplicates(db: orm.Session, values: dict[str, Any]) -> None:
+def _insert_ignoring_duplicates(db: Bind, values: dict[str, Any]) -> None:
     """``INSERT … ON CONFLICT (id) DO NOTHING`` in the session's dialect."""
-    statement = insert_for(db, Session).values(**values).on_conflict_do_nothing(index_elements=["id"])
-    db.execute(statement)
+    statement = backend_for(db).insert(Session).values(**values).on_conflict_do_nothing(index_elements=["id"])
+    run(db, statement)
 
 
 def insert_session(
-    db: orm.Session,
+    db: Bind,
     session_id: str,
     source: str,
     *,
@@ -56,39 +56,40 @@ def insert_session(
     )
 
 
-# get_session() is called on nearly every agent turn: plain SQL, run on the driver cursor.
+# get_session() is called on nearly every agent turn: plain SQL, its statement cached.
 _SELECT_SESSION = f"SELECT {', '.join(c.name for c in SESSION_COLUMNS)} FROM sessions"
 
 
-def get_row(db: orm.Session, session_id: str) -> dict[str, Any] | None:
+def get_row(db: Bind, session_id: str) -> dict[str, Any] | None:
     """All 27 columns of a session as a dict, or ``None``."""
     rows = fetch_dicts(db, f"{_SELECT_SESSION} WHERE id = :session_id", {"session_id": session_id})
     return rows[0] if rows else None
 
 
-def exists_id(db: orm.Session, session_id: str) -> bool:
+def exists_id(db: Bind, session_id: str) -> bool:
     """Whether a session with exactly this id exists."""
     return bool(fetch_dicts(db, "SELECT 1 AS found FROM sessions WHERE id = :id", {"id": session_id}))
 
 
-def end(db: orm.Session, session_id: str, end_reason: str | None) -> None:
+def end(db: Bind, session_id: str, end_reason: str | None) -> None:
     """Mark a live session ended; the first end wins."""
-    db.execute(
+    run(
+        db,
         update(Session)
         .where(Session.id == session_id, Session.ended_at.is_(None))
-        .values(ended_at=time.time(), end_reason=end_reason)
+        .values(ended_at=time.time(), end_reason=end_reason),
     )
 
 
-def reopen(db: orm.Session, session_id: str) -> None:
+def reopen(db: Bind, session_id: str) -> None:
     """Clear ``ended_at`` and ``end_reason``."""
-    db.execute(update(Session).where(Session.id == session_id).values(ended_at=None, end_reason=None))
+    run(db, update(Session).where(Session.id == session_id).values(ended_at=None, end_reason=None))
 
 
-def set_column(db: orm.Session, session_id: str, **values: Any) -> int:
+def set_column(db: Bind, session_id: str, **values: Any) -> int:
     """Set columns of one session; returns the number of rows changed (0 or 1)."""
-    result = db.execute(update(Session).where(Session.id == session_id).values(**values))
-    return int(result.rowcount)  # type: ignore[attr-defined]
+    result = run(db, update(Session).where(Session.id == session_id).values(**values))
+    return int(result.rowcount)
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ _FIRST_VALUE_WINS = ("billing_provider", "billing_base_url", "billing_mode", "mo
 _LATEST_NON_NULL_WINS = ("cost_status", "cost_source", "pricing_version")
 
 
-def apply_token_usage(db: orm.Session, session_id: str, usage: TokenUsage, absolute: bool) -> None:
+def apply_token_usage(db: Bind, session_id: str, usage: TokenUsage, absolute: bool) -> None:
     """Add (or, with ``absolute``, set) token and cost figures; creates a missing session.
 
     Incremental mode treats a NULL counter as 0. ``model`` and the billing fields keep
@@ -159,56 +160,73 @@ def apply_token_usage(db: orm.Session, session_id: str, usage: TokenUsage, absol
     for name in _FIRST_VALUE_WINS:
         if getattr(usage, name) is not None:
             values[name] = func.coalesce(columns[name], getattr(usage, name))
-    db.execute(update(Session).where(Session.id == session_id).values(**values))
+    run(db, update(Session).where(Session.id == session_id).values(**values))
 
 
 # --- titles -------------------------------------------------------------------------
 
 
-def title_owner(db: orm.Session, title: str, other_than: str) -> str | None:
+def title_owner(db: Bind, title: str, other_than: str) -> str | None:
     """Id of a session other than ``other_than`` holding exactly ``title``."""
-    return db.execute(
-        select(Session.id).where(Session.title == title, Session.id != other_than).limit(1)
-    ).scalar()
+    return scalar_text(
+        db, select(Session.id).where(Session.title == title, Session.id != other_than).limit(1)
+    )
 
 
-def id_by_title(db: orm.Session, title: str) -> str | None:
+def set_title(db: Bind, session_id: str, title: str | None) -> bool:
+    """Set (``None``: clear) a session's title; ``False`` if there is no such session.
+
+    :raises ValueError: when another session holds the title.
+    """
+    if title is not None:
+        owner = title_owner(db, title, session_id)
+        if owner is not None:
+            raise ValueError(f"Title '{title}' is already in use by session {owner}")
+    return set_column(db, session_id, title=title) > 0
+
+
+def resolve_title(db: Bind, title: str) -> str | None:
+    """The latest ``"<title> #N"`` session if any, else the session titled exactly ``title``."""
+    exact = id_by_title(db, title)
+    return latest_numbered_variant(db, title) or exact
+
+
+def id_by_title(db: Bind, title: str) -> str | None:
     """Id of the session titled exactly ``title`` (case-sensitive)."""
-    return db.execute(select(Session.id).where(Session.title == title)).scalar()
+    return scalar_text(db, select(Session.id).where(Session.title == title))
 
 
-def row_by_title(db: orm.Session, title: str) -> dict[str, Any] | None:
+def row_by_title(db: Bind, title: str) -> dict[str, Any] | None:
     """The full row of the session titled exactly ``title``."""
     rows = fetch_dicts(db, f"{_SELECT_SESSION} WHERE title = :title", {"title": title})
     return rows[0] if rows else None
 
 
-def _ascii_case_like(db: orm.Session, column: Any, pattern: str) -> ColumnElement[bool]:
+def _ascii_case_like(db: Bind, column: Any, pattern: str) -> ColumnElement[bool]:
     """``LIKE`` that ignores case as SQLite's does (PostgreSQL's LIKE is case-sensitive)."""
-    if db.get_bind().dialect.name == "postgresql":
-        return column.ilike(pattern, escape="\\")  # type: ignore[no-any-return]
-    return column.like(pattern, escape="\\")  # type: ignore[no-any-return]
+    return backend_for(db).ascii_case_like(column, pattern)
 
 
-def _numbered_variants(db: orm.Session, title: str) -> ColumnElement[bool]:
+def _numbered_variants(db: Bind, title: str) -> ColumnElement[bool]:
     return _ascii_case_like(db, Session.title, f"{escape_like(title)} #%")
 
 
-def latest_numbered_variant(db: orm.Session, title: str) -> str | None:
+def latest_numbered_variant(db: Bind, title: str) -> str | None:
     """Id of the most recently started session titled ``"<title> #…"``."""
-    return db.execute(
-        select(Session.id).where(_numbered_variants(db, title)).order_by(Session.started_at.desc()).limit(1)
-    ).scalar()
+    return scalar_text(
+        db,
+        select(Session.id).where(_numbered_variants(db, title)).order_by(Session.started_at.desc()).limit(1),
+    )
 
 
 _TRAILING_NUMBER = re.compile(r" #([0-9]+)$")
 
 
-def next_title_in_lineage(db: orm.Session, base_title: str) -> str:
+def next_title_in_lineage(db: Bind, base_title: str) -> str:
     """``"<base> #N"`` with N one above the highest number in use, or the base if unused."""
     base, _ = split_title_number(base_title)
     titles = (
-        db.execute(select(Session.title).where((Session.title == base) | _numbered_variants(db, base)))
+        run(db, select(Session.title).where((Session.title == base) | _numbered_variants(db, base)))
         .scalars()
         .all()
     )
@@ -222,16 +240,17 @@ def next_title_in_lineage(db: orm.Session, base_title: str) -> str:
     return f"{base} #{highest + 1}"
 
 
-def resolve_id_prefix(db: orm.Session, prefix: str) -> str | None:
+def resolve_id_prefix(db: Bind, prefix: str) -> str | None:
     """The id equal to ``prefix``, else the only id starting with it, else ``None``."""
     if exists_id(db, prefix):
         return prefix
     ids = (
-        db.execute(
+        run(
+            db,
             select(Session.id)
             .where(_ascii_case_like(db, Session.id, f"{escape_like(prefix)}%"))
             .order_by(Session.started_at.desc())
-            .limit(2)
+            .limit(2),
         )
         .scalars()
         .all()
@@ -242,7 +261,7 @@ def resolve_id_prefix(db: orm.Session, prefix: str) -> str | None:
 # --- deletion -----------------------------------------------------------------------
 
 
-def delete_sessions(db: orm.Session, ids: Sequence[str]) -> None:
+def delete_sessions(db: Bind, ids: Sequence[str]) -> None:
     """Delete sessions and their messages, detaching their children first.
 
     Children (compression continuations, branches, delegates) are kept with
@@ -252,20 +271,42 @@ def delete_sessions(db: orm.Session, ids: Sequence[str]) -> None:
         return
     for chunk_start in range(0, len(ids), 500):
         chunk = list(ids[chunk_start : chunk_start + 500])
-        db.execute(update(Session).where(Session.parent_session_id.in_(chunk)).values(parent_session_id=None))
-        db.execute(delete(Message).where(Message.session_id.in_(chunk)))
-        db.execute(delete(Session).where(Session.id.in_(chunk)))
+        run(db, update(Session).where(Session.parent_session_id.in_(chunk)).values(parent_session_id=None))
+        run(db, delete(Message).where(Message.session_id.in_(chunk)))
+        run(db, delete(Session).where(Session.id.in_(chunk)))
 
 
-def prunable_ids(db: orm.Session, cutoff: float, source: str | None) -> list[str]:
+def delete_one(db: Bind, session_id: str) -> bool:
+    """Delete one session (see :func:`delete_sessions`); ``False`` if there is none."""
+    if not exists_id(db, session_id):
+        return False
+    delete_sessions(db, [session_id])
+    return True
+
+
+def prune(db: Bind, cutoff: float, source: str | None) -> list[str]:
+    """Delete the ended sessions started before ``cutoff`` (of ``source``); their ids."""
+    ids = prunable_ids(db, cutoff, source)
+    delete_sessions(db, ids)
+    return ids
+
+
+def delete_ghosts(db: Bind, cutoff: float) -> list[str]:
+    """Delete the ghost sessions (:func:`ghost_ids`) started before ``cutoff``; their ids."""
+    ids = ghost_ids(db, cutoff)
+    delete_sessions(db, ids)
+    return ids
+
+
+def prunable_ids(db: Bind, cutoff: float, source: str | None) -> list[str]:
     """Ended sessions started before ``cutoff`` (optionally of one source)."""
     query = select(Session.id).where(Session.started_at < cutoff, Session.ended_at.is_not(None))
     if source:
         query = query.where(Session.source == source)
-    return list(db.execute(query).scalars())
+    return list(run(db, query).scalars())
 
 
-def ghost_ids(db: orm.Session, cutoff: float) -> list[str]:
+def ghost_ids(db: Bind, cutoff: float) -> list[str]:
     """Untitled, ended, message-less ``tui`` sessions started before ``cutoff``."""
     has_messages = exists().where(Message.session_id == Session.id)
     query = select(Session.id).where(
@@ -275,12 +316,12 @@ def ghost_ids(db: orm.Session, cutoff: float) -> list[str]:
         Session.started_at < cutoff,
         ~has_messages,
     )
-    return list(db.execute(query).scalars())
+    return list(run(db, query).scalars())
 
 
-def count(db: orm.Session, source: str | None = None) -> int:
+def count(db: Bind, source: str | None = None) -> int:
     """Number of sessions, optionally of one source."""
     query = select(func.count()).select_from(Session)
     if source:
         query = query.where(Session.source == source)
-    return int(db.execute(query).scalar_one())
+    return int(run(db, query).scalar_one())

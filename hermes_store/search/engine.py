@@ -1,97 +1,74 @@
 """Running a planned search and shaping the hits, whatever the backend.
 
-:func:`find_hits` hands the plan to the backend's module (:mod:`.sqlite` for FTS5,
-:mod:`.postgres` for tsvector/pg_trgm); both return the same result shape. Every hit then
+:func:`find_hits` hands the plan to the search module of the store's backend
+(:mod:`.sqlite` for FTS5, :mod:`.postgres` for tsvector/pg_trgm, see
+:meth:`hermes_store.backends.Backend.search_module`); both return the same result shape. Every hit then
 carries the message before and after it in the same session (``context``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import orm
-
+from hermes_store.backends import backend_for
 from hermes_store.codec import content_text_for_context, decode_content
-from hermes_store.repository.rows import fetch_tuples
+from hermes_store.execution import Bind, fetch_tuples
+from hermes_store.search.filters import SearchFilters
 from hermes_store.search.plan import SearchPlan
+
+__all__ = ["CONTEXT_CHARS", "SearchFilters", "attach_context", "find_hits", "search"]
 
 CONTEXT_CHARS = 200
 
 
-@dataclass(frozen=True)
-class SearchFilters:
-    """Restrictions applied before ``LIMIT``/``OFFSET``.
-
-    ``sources=[]`` matches nothing; ``exclude_sources=[]`` excludes nothing; an empty
-    ``roles`` applies no role filter (upstream's rules).
-    """
-
-    sources: Sequence[str] | None = None
-    exclude_sources: Sequence[str] | None = None
-    roles: Sequence[str] | None = None
-
-    def sql(self) -> tuple[str, dict[str, Any]]:
-        """SQL conditions (leading ``AND``) and their parameters (lists expand for ``IN``)."""
-        parts: list[str] = []
-        params: dict[str, Any] = {}
-        if self.sources is not None and not self.sources:
-            parts.append("AND 1 = 0")  # an empty include-list matches nothing
-        elif self.sources is not None:
-            parts.append("AND s.source IN :sources")
-            params["sources"] = list(self.sources)
-        if self.exclude_sources:
-            parts.append("AND s.source NOT IN :exclude_sources")
-            params["exclude_sources"] = list(self.exclude_sources)
-        if self.roles:
-            parts.append("AND m.role IN :roles")
-            params["roles"] = list(self.roles)
-        return " ".join(parts), params
+def search(
+    db: Bind, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """``search_messages``: the hits of ``plan``, each with its ``context``."""
+    hits = find_hits(db, plan, replace(filters, backend=backend_for(db)), limit, offset)
+    attach_context(db, hits)
+    return hits
 
 
 def find_hits(
-    db: orm.Session, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
+    db: Bind, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
 ) -> list[dict[str, Any]]:
     """The matching messages (without context) for ``plan``, in the session's dialect."""
     if plan.kind == "empty":
         return []
-    if db.get_bind().dialect.name == "postgresql":
-        from hermes_store.search import postgres
-
-        return postgres.find_hits(db, plan, filters, limit, offset)
-    from hermes_store.search import sqlite
-
-    return sqlite.find_hits(db, plan, filters, limit, offset)
+    hits: list[dict[str, Any]] = backend_for(db).search_module().find_hits(db, plan, filters, limit, offset)
+    return hits
 
 
-_NEIGHBOURS = """
-    SELECT h.id,
-           (SELECT MAX(p.id) FROM messages p WHERE p.session_id = h.session_id AND p.id < h.id),
-           (SELECT MIN(n.id) FROM messages n WHERE n.session_id = h.session_id AND n.id > h.id)
-    FROM messages h WHERE h.id IN :hit_ids
+# The hit, the message before it and the message after it in the same session, for a
+# whole page of hits: each message is found by id (the primary key).
+_CONTEXT = """
+    SELECT h.id AS hit_id, c.id, c.role, c.content
+    FROM messages h JOIN messages c ON c.id IN (
+        h.id,
+        (SELECT MAX(p.id) FROM messages p WHERE p.session_id = h.session_id AND p.id < h.id),
+        (SELECT MIN(n.id) FROM messages n WHERE n.session_id = h.session_id AND n.id > h.id)
+    )
+    WHERE {hit_ids}
 """
-_CONTEXT_ROWS = "SELECT id, role, content FROM messages WHERE id IN :ids"
 
 
-def attach_context(db: orm.Session, hits: list[dict[str, Any]]) -> None:
+def attach_context(db: Bind, hits: list[dict[str, Any]]) -> None:
     """Give every hit its ``context``: the previous message, the hit and the next one of
     the same session, each ``{"role", "content"}`` with content cut to 200 characters.
 
-    Two queries for the whole page of hits, not one per hit.
+    One query for the whole page of hits, not one per hit.
     """
     if not hits:
         return
-    neighbours = fetch_tuples(db, _NEIGHBOURS, {"hit_ids": [hit["id"] for hit in hits]})
-    wanted = {row[0]: [i for i in row if i is not None] for row in neighbours}
-    ids = sorted({i for group in wanted.values() for i in group})
-    rows = fetch_tuples(db, _CONTEXT_ROWS, {"ids": ids}, content_index=2)
-    entries = {
-        row[0]: {
-            "role": row[1],
-            "content": content_text_for_context(decode_content(row[2]))[:CONTEXT_CHARS],
-        }
-        for row in rows
-    }
+    backend = backend_for(db)
+    sql = _CONTEXT.format(hit_ids=backend.in_list("h.id", "hit_ids"))
+    params = {"hit_ids": backend.list_value([hit["id"] for hit in hits])}
+    rows = fetch_tuples(db, sql, params, content_keys=("content",))
+    context: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+    for hit_id, message_id, role, content in rows:
+        entry = {"role": role, "content": content_text_for_context(decode_content(content))[:CONTEXT_CHARS]}
+        context.setdefault(hit_id, []).append((message_id, entry))
     for hit in hits:
-        hit["context"] = [dict(entries[i]) for i in sorted(wanted.get(hit["id"], [])) if i in entries]
+        hit["context"] = [entry for _, entry in sorted(context.get(hit["id"], []), key=lambda item: item[0])]

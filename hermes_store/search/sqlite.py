@@ -14,14 +14,14 @@ as soon as a page is full.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from typing import Any
 
+from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
-from hermes_store.errors_map import is_lock_error, is_missing_search_capability, raise_translated
+from hermes_store.errors_map import is_fts_query_rejection, is_missing_search_capability, raise_translated
 from hermes_store.repository.rows import fetch_dicts
-from hermes_store.search.engine import SearchFilters
+from hermes_store.search.filters import SearchFilters
 from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, like_pattern
 
 log = logging.getLogger(__name__)
@@ -141,10 +141,10 @@ def find_hits(
     sql, params = built
     try:
         return fetch_dicts(db, sql, params)
-    except sqlite3.OperationalError as exc:
+    except sa_exc.OperationalError as exc:
         if is_missing_search_capability(exc):
             raise_translated(exc, "searching")
-        if is_lock_error(exc) or plan.kind != "fts":
+        if plan.kind != "fts" or not is_fts_query_rejection(exc):
             raise
         # The sanitiser should make this unreachable; a query FTS5 still rejects finds nothing.
         log.warning("FTS5 rejected search %r: %s", plan.match, exc)

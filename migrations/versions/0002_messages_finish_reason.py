@@ -33,4 +33,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    drop_columns_if_present("messages", ["finish_reason"][::-1])
+    drop_columns_if_present("messages", ["finish_reason"])

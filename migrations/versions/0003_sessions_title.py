@@ -32,4 +32,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    drop_columns_if_present("sessions", ["title"][::-1])
+    drop_columns_if_present("sessions", ["title"])

@@ -47,19 +47,20 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # Dropped in the reverse order of their creation.
     drop_columns_if_present(
         "sessions",
         [
-            "cache_read_tokens",
-            "cache_write_tokens",
-            "reasoning_tokens",
-            "billing_provider",
-            "billing_base_url",
-            "billing_mode",
-            "estimated_cost_usd",
-            "actual_cost_usd",
-            "cost_status",
-            "cost_source",
             "pricing_version",
-        ][::-1],
+            "cost_source",
+            "cost_status",
+            "actual_cost_usd",
+            "estimated_cost_usd",
+            "billing_mode",
+            "billing_base_url",
+            "billing_provider",
+            "reasoning_tokens",
+            "cache_write_tokens",
+            "cache_read_tokens",
+        ],
     )

@@ -35,4 +35,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    drop_columns_if_present("messages", ["reasoning", "reasoning_details", "codex_reasoning_items"][::-1])
+    # Dropped in the reverse order of their creation.
+    drop_columns_if_present("messages", ["codex_reasoning_items", "reasoning_details", "reasoning"])

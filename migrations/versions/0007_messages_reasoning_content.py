@@ -33,4 +33,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    drop_columns_if_present("messages", ["reasoning_content"][::-1])
+    drop_columns_if_present("messages", ["reasoning_content"])

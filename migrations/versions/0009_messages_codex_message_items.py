@@ -32,4 +32,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    drop_columns_if_present("messages", ["codex_message_items"][::-1])
+    drop_columns_if_present("messages", ["codex_message_items"])
