@@ -22,6 +22,7 @@ from hermes_store.errors import (
     CorruptDatabase,
     DatabaseNotFound,
     MissingDriver,
+    NestedWrite,
     ReadOnlyStore,
     SchemaError,
     SearchUnavailable,
@@ -47,6 +48,7 @@ __all__ = [
     "CorruptDatabase",
     "DatabaseNotFound",
     "MissingDriver",
+    "NestedWrite",
     "ReadOnlyStore",
     "SchemaError",
     "SearchUnavailable",
@@ -76,8 +78,9 @@ def create_engine(
     Nothing is created and nothing changes: a SQLite path with no file behind it raises
     :class:`~hermes_store.errors.DatabaseNotFound` (a typo never leaves an empty file or
     folder behind), and the file's journal mode is left as it is. ``prepare=True`` creates
-    the file and switches it to WAL, as ``SessionDB`` does. Keyword arguments go to
-    :func:`sqlalchemy.create_engine`.
+    the file and switches it to WAL, as ``SessionDB`` does; ``journal_mode="delete"``
+    keeps the rollback journal (see :func:`hermes_store.engine.create_engine`). Other
+    keyword arguments go to :func:`sqlalchemy.create_engine`.
     """
     return _engine.create_engine(target, prepare=prepare, **engine_kwargs)
 

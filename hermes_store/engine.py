@@ -21,8 +21,9 @@ import sqlite3
 import stat
 import sys
 import warnings
+import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
@@ -33,6 +34,7 @@ from hermes_store.paths import default_db_path
 STORE_URL_VARIABLE = "HERMES_STORE_URL"
 BUSY_TIMEOUT_S = 1.0
 _WRITE_OPTION = "hermes_store_write"
+_CONFIGURED_KEY = "hermes_store_configured"
 NO_BEGIN_OPTION = "hermes_store_no_begin"
 """Execution option: leave SQLite in autocommit mode (for VACUUM and checkpoints)."""
 FILE_MODE = 0o600
@@ -43,6 +45,9 @@ SUPPORTED_BACKENDS = ("sqlite", "postgresql")
 _SUPPORTED_HINT = "use a file path, sqlite:///PATH or postgresql+psycopg://USER@HOST/DATABASE"
 # The extra that installs each backend's default driver.
 _DRIVER_EXTRAS = {"psycopg": "postgres"}
+JournalMode = Literal["wal", "delete"]
+# Engines whose connections this module configures (made by create_engine or adopted).
+_CONFIGURED: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 
 class JournalModeWarning(UserWarning):
@@ -147,7 +152,11 @@ def prepare_sqlite_file(path: Path) -> None:
 
 
 def create_engine(
-    target: str | os.PathLike[str] | URL | None = None, *, prepare: bool = True, **engine_kwargs: Any
+    target: str | os.PathLike[str] | URL | None = None,
+    *,
+    prepare: bool = True,
+    journal_mode: JournalMode | None = None,
+    **engine_kwargs: Any,
 ) -> Engine:
     """Create an engine for ``target`` (a path, a SQLAlchemy URL, or the default database).
 
@@ -158,6 +167,10 @@ def create_engine(
     file behind it raises :class:`DatabaseNotFound`, nothing is created and the journal
     mode is left alone, so reading never changes a byte.
 
+    ``journal_mode`` overrides that choice: ``"wal"`` (falling back to the rollback
+    journal with a warning where WAL cannot work) or ``"delete"``, the rollback journal,
+    for network file systems where WAL seems to work but is unsafe.
+
     Every SQLite connection gets ``foreign_keys=ON``, a 1 s busy timeout and
     ``recursive_triggers=ON``. Transactions begun on this engine are deferred (reads);
     use :func:`write_engine` for writes. Extra keyword arguments go to
@@ -166,8 +179,43 @@ def create_engine(
     url = resolve_url(target)
     check_backend(url)
     if url.get_backend_name() == "sqlite":
-        return _create_sqlite_engine(url, prepare, **engine_kwargs)
+        if journal_mode is None and prepare:
+            journal_mode = "wal"
+        return _create_sqlite_engine(url, prepare, journal_mode, **engine_kwargs)
     return _create_server_engine(url, **engine_kwargs)
+
+
+def is_configured(engine: Engine) -> bool:
+    """Whether ``engine``'s connections get hermes_store's settings (see :func:`adopt_engine`)."""
+    return engine in _CONFIGURED or engine.dialect.name != "sqlite"
+
+
+def adopt_engine(engine: Engine) -> Engine:
+    """Give an engine made elsewhere the settings of :func:`create_engine`, in place.
+
+    A plain ``sqlalchemy.create_engine("sqlite:///…")`` would run the store with the
+    rollback journal, ``foreign_keys`` off and deferred write transactions. Its
+    connections — also those already pooled, configured on their next checkout — get
+    WAL, the pragmas and ``BEGIN IMMEDIATE`` for writes. Other backends need nothing.
+    Returns ``engine``; adopting twice is harmless.
+    """
+    if is_configured(engine):
+        return engine
+    path = sqlite_path(engine.url)
+    if path is not None:
+        prepare_sqlite_file(path)
+    configure = _connection_setup(path, _JournalModeState("wal"))
+
+    @sa.event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        # Connections pooled before adoption never saw a connect event of ours.
+        if not record.info.get(_CONFIGURED_KEY):
+            configure(dbapi_connection)
+            record.info[_CONFIGURED_KEY] = True
+
+    _listen_begin(engine)
+    _CONFIGURED.add(engine)
+    return engine
 
 
 def write_engine(engine: Engine) -> Engine:
@@ -186,7 +234,9 @@ def _connect_args_for_sqlite() -> dict[str, Any]:
     return args
 
 
-def _create_sqlite_engine(url: URL, prepare: bool, **engine_kwargs: Any) -> Engine:
+def _create_sqlite_engine(
+    url: URL, prepare: bool, journal_mode: JournalMode | None, **engine_kwargs: Any
+) -> Engine:
     path = sqlite_path(url)
     if path is not None:
         if prepare:
@@ -198,11 +248,22 @@ def _create_sqlite_engine(url: URL, prepare: bool, **engine_kwargs: Any) -> Engi
             )
     connect_args = {**_connect_args_for_sqlite(), **engine_kwargs.pop("connect_args", {})}
     engine = sa.create_engine(url, connect_args=connect_args, **engine_kwargs)
-    # Only the store's own writers choose the journal mode; a reader leaves it as it is.
-    journal = _JournalModeState() if prepare else None
+    # Only the store's own writers (or an explicit journal_mode) choose the journal mode;
+    # a reader leaves it as it is.
+    journal = _JournalModeState(journal_mode) if journal_mode is not None else None
+    configure = _connection_setup(path, journal)
 
     @sa.event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        configure(dbapi_connection)
+
+    _listen_begin(engine)
+    _CONFIGURED.add(engine)
+    return engine
+
+
+def _connection_setup(path: Path | None, journal: _JournalModeState | None) -> Any:
+    def configure(dbapi_connection: Any) -> None:
         # Hand transaction control to SQLAlchemy's begin event (pysqlite recipe).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
@@ -216,6 +277,10 @@ def _create_sqlite_engine(url: URL, prepare: bool, **engine_kwargs: Any) -> Engi
         finally:
             cursor.close()
 
+    return configure
+
+
+def _listen_begin(engine: Engine) -> None:
     @sa.event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
         options = connection.get_execution_options()
@@ -227,17 +292,19 @@ def _create_sqlite_engine(url: URL, prepare: bool, **engine_kwargs: Any) -> Engi
 
         driver_execute(connection, "BEGIN IMMEDIATE" if options.get(_WRITE_OPTION) else "BEGIN", begin=False)
 
-    return engine
-
 
 class _JournalModeState:
     """Turns WAL on for each connection, warning once per engine if it must fall back."""
 
-    def __init__(self) -> None:
+    def __init__(self, wanted: JournalMode) -> None:
+        self.wanted = wanted
         self.warned = False
 
     def apply(self, cursor: sqlite3.Cursor, path: Path | None) -> None:
         if path is None:
+            return
+        if self.wanted == "delete":
+            cursor.execute("PRAGMA journal_mode=DELETE")
             return
         try:
             row = cursor.execute("PRAGMA journal_mode=WAL").fetchone()

@@ -25,6 +25,22 @@ class WriteConflict(StoreError):
         )
 
 
+class NestedWrite(StoreError):
+    """A write was started inside another write on the same thread.
+
+    The outer write holds the store's writer lock until it returns, so the inner one
+    could only wait forever; it is refused at once instead.
+    """
+
+    def __init__(self, operation: str) -> None:
+        self.operation = operation
+        super().__init__(
+            f"cannot start a write ({operation}) inside another write on the same thread: the "
+            "outer write holds the writer lock until it returns, so this one would wait forever; "
+            "do the inner work with the session the outer write was given (repository functions)"
+        )
+
+
 class ReadOnlyStore(StoreError):
     """The database file or its directory cannot be written."""
 

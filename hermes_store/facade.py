@@ -21,7 +21,7 @@ from sqlalchemy import orm
 from sqlalchemy.engine import URL, Engine
 
 from hermes_store import codec, conversation, maintenance
-from hermes_store.engine import create_engine, parse_url, resolve_url, sqlite_path
+from hermes_store.engine import adopt_engine, create_engine, parse_url, resolve_url, sqlite_path
 from hermes_store.execution import Bind
 from hermes_store.migrate import ensure_schema
 from hermes_store.repository import lineage, listing, messages, meta, sessions
@@ -79,12 +79,27 @@ class SessionDB:
         # A url= that is not a URL is a mistake, never a file name (no stray files).
         target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
         self._url = engine.url if engine is not None else resolve_url(target)
-        self.engine = engine if engine is not None else create_engine(self._url, prepare=True)
+        # A caller's engine gets the settings of our own (WAL, foreign keys, BEGIN
+        # IMMEDIATE) but stays the caller's: close() leaves its pool alone.
+        self.engine = adopt_engine(engine) if engine is not None else create_engine(self._url, prepare=True)
         self.db_path = sqlite_path(self._url)
         ensure_schema(self.engine)
-        self._uow = UnitOfWork(self.engine)
+        self._uow = UnitOfWork(self.engine, owns_engine=engine is None)
         self._raw: Any = None
         self._closed = False
+
+    @property
+    def unit_of_work(self) -> UnitOfWork:
+        """The store's unit of work, for services that compose their own writes.
+
+        ``db.unit_of_work.write(fn, "what")`` runs ``fn(session)`` in one retried write
+        transaction and returns its result; ``with db.unit_of_work.read() as session:``
+        gives a read-only session. Inside them call the repository functions
+        (:mod:`hermes_store.repository`), never another ``SessionDB`` write (that raises
+        :class:`~hermes_store.errors.NestedWrite`). See the README, "Composing writes".
+        """
+        self._check_open()
+        return self._uow
 
     # --- upstream-compatible internals ---------------------------------------------
 

@@ -1,6 +1,6 @@
 """Upstream's integer schema versions and how they map onto Alembic revisions.
 
-Revision ``000N`` is upstream schema version N. A legacy database (upstream's
+Revision ``000N`` is upstream schema version N for N ≤ 11. A legacy database (upstream's
 ``schema_version`` table, no ``alembic_version``) is adopted by stamping it at the
 highest revision whose objects it really has — which can be lower than the number it
 claims, because upstream databases are ragged — so that the revisions above fill in
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Collection
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -19,18 +20,21 @@ from hermes_store.backends import backend_for
 
 log = logging.getLogger(__name__)
 
-REVISIONS: tuple[str, ...] = tuple(f"{n:04d}" for n in range(1, 12))
-HEAD_REVISION = REVISIONS[-1]
 HEAD_VERSION = 11
+"""The newest upstream schema version (frozen history; later revisions keep it, see
+:mod:`hermes_store.revisions`)."""
+LEGACY_REVISIONS: tuple[str, ...] = tuple(f"{n:04d}" for n in range(1, HEAD_VERSION + 1))
+"""Revisions ``0001``–``0011``, one per upstream schema version. Not the head: that is
+whatever the scripts say (:func:`hermes_store.revisions.history`)."""
 
 
 class NewerSchemaWarning(UserWarning):
     """The database was written by a newer release; it is used as it is, never stamped down."""
 
 
-def version_of_revision(revision: str | None) -> int | None:
-    """Upstream schema version of one of our revisions (``"0007"`` → 7), else ``None``."""
-    if revision in REVISIONS:
+def version_of_legacy_revision(revision: str | None) -> int | None:
+    """Upstream schema version of revisions 0001–0011 (``"0007"`` → 7), else ``None``."""
+    if revision in LEGACY_REVISIONS:
         return int(revision)
     return None
 
@@ -39,7 +43,7 @@ def revision_of_version(version: int) -> str:
     """Our revision id for upstream schema version ``version`` (1–11)."""
     if not 1 <= version <= HEAD_VERSION:
         raise ValueError(f"no revision for schema version {version}")
-    return REVISIONS[version - 1]
+    return LEGACY_REVISIONS[version - 1]
 
 
 # What each upstream version added, as objects we can look for. Frozen: these describe
@@ -100,7 +104,7 @@ _V1_COLUMNS: tuple[tuple[str, str], ...] = tuple(
         "token_count",
     )
 )
-_V11_TRIGGERS = (
+FTS_TRIGGERS = (
     "messages_fts_insert",
     "messages_fts_delete",
     "messages_fts_update",
@@ -146,7 +150,7 @@ class _SqliteSnapshot:
             "content=" not in self.sql.get(("table", t), "content=").replace(" ", "").lower()
             for t in ("messages_fts", "messages_fts_trigram")
         )
-        triggers = all(self.has("trigger", t) for t in _V11_TRIGGERS)
+        triggers = all(self.has("trigger", t) for t in FTS_TRIGGERS)
         feeds_tools = "tool_calls" in self.sql.get(("trigger", "messages_fts_insert"), "")
         return inline and triggers and feeds_tools
 
@@ -180,9 +184,10 @@ _ALEMBIC_VERSION = sa.Table(
 )
 
 
-def prepare_for_alembic(connection: Connection) -> bool:
+def prepare_for_alembic(connection: Connection, known: Collection[str], head: str) -> bool:
     """Adopt a legacy database and decide whether Alembic may run on it.
 
+    ``known`` holds the revisions of the scripts being run, ``head`` the newest.
     Returns ``False`` (after a warning) for a database written by a newer release,
     which must be used as it is and never stamped down; ``True`` otherwise. A legacy
     database is stamped at its effective revision inside the caller's transaction.
@@ -191,11 +196,11 @@ def prepare_for_alembic(connection: Connection) -> bool:
     tables = set(inspector.get_table_names())
     if "alembic_version" in tables:
         current = connection.execute(sa.select(_ALEMBIC_VERSION.c.version_num)).scalars().all()
-        unknown = [rev for rev in current if rev not in REVISIONS]
+        unknown = [rev for rev in current if rev not in known]
         if unknown:
             warnings.warn(
                 f"database is at revision {', '.join(unknown)}, newer than this hermes_store "
-                f"({HEAD_REVISION}); leaving its schema as it is",
+                f"({head}); leaving its schema as it is",
                 NewerSchemaWarning,
                 stacklevel=2,
             )

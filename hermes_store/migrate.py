@@ -15,9 +15,7 @@ import sqlite3
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
@@ -25,9 +23,10 @@ from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.backends import backend_for
 from hermes_store.engine import create_engine, write_engine
-from hermes_store.errors import SchemaError
 from hermes_store.errors_map import is_lock_error, raise_translated
-from hermes_store.legacy import HEAD_REVISION, HEAD_VERSION, REVISIONS, NewerSchemaWarning
+from hermes_store.legacy import NewerSchemaWarning
+from hermes_store.revisions import History, history
+from hermes_store.revisions import migrations_path as migrations_path
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -46,25 +45,36 @@ class SchemaState:
 
     revision: str | None
     legacy_version: int | None
+    scripts: History = field(default_factory=history, compare=False)
+    """The revision history this state is judged against (default: the shipped one)."""
 
     @property
     def at_head(self) -> bool:
         """True when Alembic's revision is ours and the newest."""
-        return self.revision == HEAD_REVISION
+        return self.revision == self.scripts.head
 
     @property
     def newer(self) -> bool:
         """True when a newer release (ours or upstream's) has written this schema."""
-        revision_newer = self.revision is not None and self.revision not in REVISIONS
-        legacy_newer = self.legacy_version is not None and self.legacy_version > HEAD_VERSION
+        revision_newer = self.revision is not None and self.revision not in self.scripts
+        head_version = self.scripts.head_schema_version or 0
+        legacy_newer = self.legacy_version is not None and self.legacy_version > head_version
         return revision_newer or legacy_newer
 
 
-def read_schema_state(engine: Engine) -> SchemaState:
+def read_schema_state(engine: Engine, script_location: str | None = None) -> SchemaState:
     """Read the Alembic revision and upstream's ``schema_version`` in one query.
 
-    Missing tables read as ``None``. Opens its own short read transaction.
+    Missing tables read as ``None``. Opens its own short read transaction. The state is
+    judged against the scripts in ``script_location`` (default: the shipped migrations).
     """
+    state = _read_schema_state(engine)
+    if script_location is None:
+        return state
+    return SchemaState(state.revision, state.legacy_version, history(script_location))
+
+
+def _read_schema_state(engine: Engine) -> SchemaState:
     query = (
         "SELECT (SELECT version_num FROM alembic_version LIMIT 1), (SELECT MAX(version) FROM schema_version)"
     )
@@ -104,9 +114,10 @@ def _inspect_state_tables(engine: Engine) -> SchemaState:
         return SchemaState(revision, legacy_version)
 
 
-def ensure_schema(engine: Engine) -> SchemaState:
+def ensure_schema(engine: Engine, script_location: str | None = None) -> SchemaState:
     """Make sure the database is at head, migrating it if needed; return the final state.
 
+    Head is the newest script in ``script_location`` (default: the shipped migrations).
     A database newer than this release is used as it is, with a :class:`NewerSchemaWarning`.
     While another process creates or migrates the file, this waits for it (up to
     :data:`MIGRATION_LOCK_WAIT_S`) instead of failing with "database is locked".
@@ -115,20 +126,18 @@ def ensure_schema(engine: Engine) -> SchemaState:
     # A brand-new file being switched to WAL, or a migration in rollback-journal mode, can
     # refuse even a reader for longer than the 1 s busy timeout.
     def read() -> SchemaState:
-        return read_schema_state(engine)
+        return read_schema_state(engine, script_location)
 
-    state = _waiting_out_other_migrators(read, "reading the schema version", engine.dispose)
+    state = _waiting_out_other_migrators(read, "reading the schema version")
     if state.at_head or state.newer:
         if state.newer:
             _warn_newer(state)
         return state
-    upgrade(engine)
-    return _waiting_out_other_migrators(read, "reading the schema version", engine.dispose)
+    upgrade(engine, script_location=script_location)
+    return _waiting_out_other_migrators(read, "reading the schema version")
 
 
-def _waiting_out_other_migrators(
-    work: Callable[[], T], operation: str, before_retry: Callable[[], None] = lambda: None
-) -> T:
+def _waiting_out_other_migrators(work: Callable[[], T], operation: str) -> T:
     """Run ``work``; while another process holds the database for a migration, retry it.
 
     Lock errors are retried with 20–150 ms jitter for up to :data:`MIGRATION_LOCK_WAIT_S`;
@@ -141,46 +150,31 @@ def _waiting_out_other_migrators(
         except (sa.exc.DBAPIError, sqlite3.Error) as exc:
             if not is_lock_error(exc) or time.monotonic() > deadline:
                 raise_translated(exc, operation)
-            before_retry()
             time.sleep(random.uniform(0.02, 0.15))
 
 
 def _warn_newer(state: SchemaState) -> None:
     warnings.warn(
         f"database schema (revision {state.revision}, schema_version {state.legacy_version}) "
-        f"is newer than this hermes_store (revision {HEAD_REVISION}, version {HEAD_VERSION}); "
+        f"is newer than this hermes_store (revision {state.scripts.head}, "
+        f"version {state.scripts.head_schema_version}); "
         "using it as it is",
         NewerSchemaWarning,
         stacklevel=3,
     )
 
 
-def migrations_path() -> str:
-    """Filesystem path of the Alembic scripts.
+def alembic_config(
+    url: URL | str | None = None, *, script_location: str | None = None, **attributes: Any
+) -> Config:
+    """An Alembic ``Config`` built in code (no ini file) for the shipped migrations.
 
-    Installed (wheel or editable) they are the package ``hermes_store.migrations``. When
-    Python runs from a checkout's root, the source folder ``hermes_store/`` shadows the
-    installed package and has no ``migrations`` inside (the top-level ``migrations/`` is
-    mapped into the package only by the install), so the scripts are taken from beside it.
+    ``script_location`` points it at another copy of the scripts (tests, forks).
     """
-    try:
-        return str(resources.files("hermes_store.migrations"))
-    except ModuleNotFoundError:
-        checkout = Path(__file__).resolve().parent.parent / "migrations"
-        if (checkout / "env.py").is_file():
-            return str(checkout)
-        raise SchemaError(
-            "this hermes_store has no migration scripts (hermes_store.migrations is missing); "
-            "reinstall it: pip install --force-reinstall hermes-store"
-        ) from None
-
-
-def alembic_config(url: URL | str | None = None, **attributes: Any) -> Config:
-    """An Alembic ``Config`` built in code (no ini file) for the shipped migrations."""
     from alembic.config import Config
 
     config = Config()
-    config.set_main_option("script_location", migrations_path())
+    config.set_main_option("script_location", script_location or migrations_path())
     if url is not None:
         rendered = url if isinstance(url, str) else url.render_as_string(hide_password=False)
         config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
@@ -201,21 +195,30 @@ def _locked_write(connection: Connection) -> None:
     backend_for(connection).lock_for_migration(connection)
 
 
-def upgrade(target: Engine | str | os.PathLike[str] | None = None, revision: str = "head") -> None:
+def upgrade(
+    target: Engine | str | os.PathLike[str] | None = None,
+    revision: str = "head",
+    *,
+    script_location: str | None = None,
+) -> None:
     """Upgrade ``target`` (an engine, URL, path, or the default database) to ``revision``.
 
     Legacy upstream databases are adopted first. The whole upgrade runs in one write
     transaction, so it either completes or leaves the database as it was.
     """
-    _run_alembic(target, "upgrade", revision)
+    _run_alembic(target, "upgrade", revision, script_location)
 
 
-def downgrade(target: Engine | str | os.PathLike[str] | None, revision: str) -> None:
+def downgrade(
+    target: Engine | str | os.PathLike[str] | None, revision: str, *, script_location: str | None = None
+) -> None:
     """Downgrade ``target`` to ``revision`` in one write transaction (every row kept)."""
-    _run_alembic(target, "downgrade", revision)
+    _run_alembic(target, "downgrade", revision, script_location)
 
 
-def _run_alembic(target: Engine | str | os.PathLike[str] | None, verb: str, revision: str) -> None:
+def _run_alembic(
+    target: Engine | str | os.PathLike[str] | None, verb: str, revision: str, script_location: str | None
+) -> None:
     from alembic import command
 
     engine, owned = _as_engine(target)
@@ -225,7 +228,8 @@ def _run_alembic(target: Engine | str | os.PathLike[str] | None, verb: str, revi
         # the 1 s busy timeout), everything rolls back and the retry re-checks the state.
         with write_engine(engine).connect() as connection, connection.begin():
             _locked_write(connection)
-            getattr(command, verb)(alembic_config(connection=connection), revision)
+            config = alembic_config(script_location=script_location, connection=connection)
+            getattr(command, verb)(config, revision)
 
     try:
         _waiting_out_other_migrators(run, f"running the schema {verb}")

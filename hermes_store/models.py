@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 from sqlalchemy import ForeignKey, Index, Integer, MetaData, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from hermes_store.legacy import HEAD_VERSION
 from hermes_store.types import EpochSeconds, Float8, MessageContent, Money
 
 NAMING_CONVENTION = {
@@ -157,5 +158,5 @@ class SchemaVersion(Base):
     version: Mapped[int] = mapped_column(Integer, nullable=False)
 
 
-SCHEMA_VERSION = 11
-"""The upstream schema version these models describe."""
+SCHEMA_VERSION = HEAD_VERSION
+"""The upstream schema version these models describe (defined once, in :mod:`hermes_store.legacy`)."""

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.backends import backend_for
 from hermes_store.engine import write_engine
-from hermes_store.errors import WriteConflict
+from hermes_store.errors import NestedWrite, WriteConflict
 from hermes_store.errors_map import is_retryable_conflict, raise_translated
 
 log = logging.getLogger(__name__)
@@ -60,10 +60,12 @@ class UnitOfWork:
         retry_min_s: float = RETRY_MIN_S,
         retry_max_s: float = RETRY_MAX_S,
         checkpoint_every: int = CHECKPOINT_EVERY_N_WRITES,
+        owns_engine: bool = True,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         self.engine = engine
+        self.owns_engine = owns_engine
         self.max_attempts = max_attempts
         self.retry_min_s = retry_min_s
         self.retry_max_s = retry_max_s
@@ -79,6 +81,8 @@ class UnitOfWork:
         self._write_connection: Connection | None = None
         self._write_session = orm.Session()
         self._lock = threading.Lock()
+        # The thread inside write(), so that a nested write fails instead of deadlocking.
+        self._writer: int | None = None
         self.write_count = 0
         self.retry_count = 0
 
@@ -88,11 +92,15 @@ class UnitOfWork:
         ``operation`` names what is being written, for the error raised when every attempt
         found the database locked (:class:`WriteConflict`). Other errors propagate at
         once, after rollback; SQLite storage errors become the matching ``StoreError``.
+        A write started from inside ``work`` (same thread) raises :class:`NestedWrite`.
         ``work`` may run more than once, so it must not have side effects outside the session.
         """
+        if self._writer == threading.get_ident():
+            raise NestedWrite(operation)
         last_error: BaseException | None = None
         for attempt in range(1, self.max_attempts + 1):
             with self._lock:
+                self._writer = threading.get_ident()
                 try:
                     result = self._attempt(work)
                 except _DRIVER_ERRORS as exc:
@@ -102,6 +110,8 @@ class UnitOfWork:
                 else:
                     self._count_success()
                     return result
+                finally:
+                    self._writer = None
             if attempt < self.max_attempts:
                 self.retry_count += 1
                 time.sleep(random.uniform(self.retry_min_s, self.retry_max_s))
@@ -120,15 +130,31 @@ class UnitOfWork:
                 session.flush()
             return result
         except BaseException:
-            if connection.in_transaction():
-                connection.rollback()
-            if connection.invalidated:
-                connection.close()
-                self._write_connection = None
+            self._end_failed_transaction(connection)
             raise
         finally:
             # Reused across writes (cheaper than a new one each time); close() empties it.
             session.close()
+
+    def _end_failed_transaction(self, connection: Connection) -> None:
+        """Leave no transaction open after a failed attempt, whatever SQLAlchemy believes.
+
+        A COMMIT refused with SQLITE_BUSY (a reader holding SHARED in rollback-journal
+        mode) keeps SQLite's transaction open while SQLAlchemy marks it finished, so its
+        rollback() sends nothing; the next BEGIN would then fail for good and this process
+        would keep the lock from every other. The driver's own flag tells the truth: such a
+        connection is discarded (closing it makes SQLite roll back and release the lock).
+        """
+        try:
+            if connection.in_transaction():
+                connection.rollback()
+            if not connection.invalidated and _driver_in_transaction(connection):
+                connection.invalidate()
+        except _DRIVER_ERRORS:
+            connection.invalidate()
+        if connection.invalidated:
+            connection.close()
+            self._write_connection = None
 
     @contextmanager
     def read(self) -> Iterator[orm.Session]:
@@ -199,7 +225,11 @@ class UnitOfWork:
             log.debug("WAL checkpoint skipped: %s", exc)
 
     def close(self) -> None:
-        """Checkpoint (SQLite) and release every pooled connection."""
+        """Checkpoint (SQLite) and release the connections this unit of work holds.
+
+        The engine's pool is disposed only when the engine is ours (``owns_engine``);
+        an engine the caller supplied keeps its pool for the caller's other users.
+        """
         with self._lock:
             self._closing = True
             while self._idle_connections:
@@ -208,4 +238,10 @@ class UnitOfWork:
                 self._write_connection.close()
                 self._write_connection = None
             self.checkpoint()
-            self.engine.dispose()
+            if self.owns_engine:
+                self.engine.dispose()
+
+
+def _driver_in_transaction(connection: Connection) -> bool:
+    """Whether the DBAPI connection itself says a transaction is open (sqlite3 does)."""
+    return bool(getattr(connection.connection.driver_connection, "in_transaction", False))

@@ -8,11 +8,15 @@ What this adds to Alembic's stock ``env.py``, and why:
   really begin (pysqlite recipe), so each revision's DDL commits or rolls back whole.
 * ``include_name`` keeps autogenerate and ``alembic check`` to our model tables: FTS5
   virtual tables and their shadow tables must never be proposed for dropping.
-* Upstream's legacy ``schema_version`` row is kept equal to the revision number after
-  every step, up and down, online and in ``--sql`` output.
+* Upstream's legacy ``schema_version`` row is kept in step after every step, up and
+  down, online and in ``--sql`` output (0001–0011 ⇒ 1–11; later revisions keep 11
+  unless they declare otherwise).
 * A legacy database (``schema_version`` without ``alembic_version``) is adopted: stamped
   at the revision its objects really satisfy, then upgraded. A database from a newer
   release is left untouched with a warning.
+* ``alembic revision`` numbers a new script after head (``0012``…) unless ``--rev-id`` is given.
+* Batch mode never touches ``messages``: autogenerate renders its changes unbatched and
+  a revision that drops its FTS triggers is rolled back (``hermes_store.migration_guard``).
 * Programmatic callers may pass an ``Engine`` or a ``Connection`` in
   ``config.attributes["connection"]`` (pytest-alembic passes an Engine).
 """
@@ -28,9 +32,10 @@ import sqlalchemy as sa
 from alembic import context
 from sqlalchemy.engine import Connection, Engine
 
-from hermes_store import legacy
+from hermes_store import legacy, migration_guard
 from hermes_store.engine import create_engine, resolve_url, write_engine
 from hermes_store.models import Base
+from hermes_store.revisions import History, history
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
@@ -70,15 +75,39 @@ def include_object(obj: Any, name: str | None, type_: str, reflected: bool, comp
     )
 
 
+def scripts() -> History:
+    """The history of the scripts being run (read from their files, cached)."""
+    return history(context.script.dir)
+
+
 def mirror_schema_version(ctx: Any, step: Any, heads: set[str], run_args: Any) -> None:
-    """Keep upstream's ``schema_version`` equal to the revision just reached."""
+    """Keep upstream's ``schema_version`` equal to what the revision just reached leaves.
+
+    0001–0011 are upstream versions 1–11; a later revision keeps 11 (upstream v11 must
+    still read the file) unless its script declares ``schema_version = N``; see
+    :mod:`hermes_store.revisions`.
+    """
     if not heads:
         return  # at base: revision 0001's downgrade has dropped the table
-    version = legacy.version_of_revision(next(iter(heads)))
+    version = scripts().schema_version_of(next(iter(heads)))
     if version is None:
         return
     ctx.impl.execute(sa.text("DELETE FROM schema_version"))
     ctx.impl.execute(sa.text(f"INSERT INTO schema_version (version) VALUES ({int(version)})"))
+
+
+def refuse_lost_fts_triggers(ctx: Any, step: Any, heads: set[str], run_args: Any) -> None:
+    """Roll back a revision that left ``messages`` without its FTS triggers (batch mode)."""
+    if heads and ctx.connection is not None and not ctx.as_sql:
+        migration_guard.check_fts_triggers(ctx.connection, next(iter(heads)), scripts())
+
+
+def process_revision_directives(ctx: Any, revision: Any, directives: list[Any]) -> None:
+    """``alembic revision``: number the new script after head, keep batch mode off messages."""
+    migration_guard.unbatch_protected_tables(ctx, revision, directives)
+    if getattr(config.cmd_opts, "rev_id", None) is None:
+        for script in directives:
+            script.rev_id = scripts().next_revision_id
 
 
 def database_url() -> sa.URL:
@@ -93,9 +122,12 @@ def configure_options() -> dict[str, Any]:
         "target_metadata": target_metadata,
         "include_name": include_name,
         "include_object": include_object,
+        # Batch mode for SQLite's missing ALTERs, but never on messages: rebuilding it
+        # would drop the FTS triggers (hermes_store.migration_guard).
         "render_as_batch": True,
+        "process_revision_directives": process_revision_directives,
         "transaction_per_migration": True,
-        "on_version_apply": [mirror_schema_version],
+        "on_version_apply": [mirror_schema_version, refuse_lost_fts_triggers],
     }
 
 
@@ -122,7 +154,8 @@ def run_migrations_online() -> None:
     scope = nullcontext(connectable) if isinstance(connectable, Connection) else connectable.connect()
     with scope as connection:
         assert isinstance(connection, Connection)
-        if not legacy.prepare_for_alembic(connection):
+        history_ = scripts()
+        if not legacy.prepare_for_alembic(connection, history_.revisions, history_.head):
             return
         if connection.in_transaction() and not isinstance(supplied, Connection):
             connection.commit()

@@ -17,13 +17,13 @@ from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
-from sqlalchemy import orm, text
 
 from hermes_store.cli.errors import CliError
 from hermes_store.cli.output import console, echo_json, fmt_time
 from hermes_store.cli.render import RenderOptions, content_text, render_conversation
 from hermes_store.cli.resolve import complete_session, resolve_session
 from hermes_store.cli.target import StoreTarget, pass_target
+from hermes_store.repository import messages as messages_repo
 
 if TYPE_CHECKING:
     from hermes_store.facade import SessionDB
@@ -226,12 +226,8 @@ def _snippet_text(snippet: str | None, query: str) -> Text:
 
 
 def _has_previous(db: SessionDB, session_id: str, message_id: int) -> bool:
-    statement = text("SELECT 1 FROM messages WHERE session_id = :s AND id < :i LIMIT 1")
-
-    def work(session: orm.Session) -> bool:
-        return session.execute(statement, {"s": session_id, "i": message_id}).first() is not None
-
-    return db._read(work)
+    with db.unit_of_work.read() as session:
+        return messages_repo.has_earlier(session, session_id, message_id)
 
 
 def _context_lines(db: SessionDB, hit: dict[str, Any]) -> list[Text]:

@@ -12,15 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import click
-import sqlalchemy as sa
 from rich.table import Table
 from rich.text import Text
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy import orm
+from sqlalchemy.engine import Engine
 
+from hermes_store import doctor as doctor_checks
 from hermes_store import maintenance
+from hermes_store import revisions as script_history
 from hermes_store.backends import backend_for
-from hermes_store.cli import doctor as doctor_checks
-from hermes_store.cli.backup import DEFAULT_PAGES_PER_STEP, backup_sqlite
+from hermes_store.backup import DEFAULT_PAGES_PER_STEP, backup_sqlite
 from hermes_store.cli.errors import CliError
 from hermes_store.cli.output import (
     console,
@@ -32,8 +33,8 @@ from hermes_store.cli.output import (
     progress_bar,
 )
 from hermes_store.cli.target import StoreTarget, pass_target
-from hermes_store.legacy import HEAD_REVISION
 from hermes_store.migrate import read_schema_state
+from hermes_store.repository import facts
 from hermes_store.repository import sessions as sessions_repo
 
 # --- info ---------------------------------------------------------------------------------
@@ -46,14 +47,6 @@ def _size(path: Path | None, suffix: str = "") -> int | None:
     return candidate.stat().st_size if candidate.exists() else 0
 
 
-def _safe_scalar(connection: Connection, sql: str) -> Any:
-    try:
-        return connection.exec_driver_sql(sql).scalar()
-    except sa.exc.DBAPIError:
-        connection.rollback()
-        return None
-
-
 def gather_info(target: StoreTarget, engine: Engine) -> dict[str, Any]:
     """Facts about the store: location, schema, sizes, counts, journal mode."""
     state = read_schema_state(engine)
@@ -64,29 +57,15 @@ def gather_info(target: StoreTarget, engine: Engine) -> dict[str, Any]:
         "backend": f"{backend_for(engine).name}+{engine.dialect.driver}",
         "revision": state.revision,
         "schema_version": state.legacy_version,
-        "head": HEAD_REVISION,
+        "head": script_history.history().head,
         "at_head": state.at_head,
         "size_bytes": _size(path),
         "wal_bytes": _size(path, "-wal"),
         "shm_bytes": _size(path, "-shm"),
     }
-    with engine.connect() as connection:
-        info.update(backend_for(engine).storage_facts(lambda sql: _safe_scalar(connection, sql)))
-        info["sessions"] = _safe_scalar(connection, "SELECT COUNT(*) FROM sessions")
-        info["live_sessions"] = _safe_scalar(
-            connection, "SELECT COUNT(*) FROM sessions WHERE ended_at IS NULL"
-        )
-        info["messages"] = _safe_scalar(connection, "SELECT COUNT(*) FROM messages")
-        info["first_started"] = _safe_scalar(connection, "SELECT MIN(started_at) FROM sessions")
-        info["last_started"] = _safe_scalar(connection, "SELECT MAX(started_at) FROM sessions")
-        try:
-            rows = connection.exec_driver_sql(
-                "SELECT source, COUNT(*) FROM sessions GROUP BY source ORDER BY COUNT(*) DESC, source"
-            ).all()
-            info["sources"] = {str(row[0]): int(row[1]) for row in rows}
-        except sa.exc.DBAPIError:
-            connection.rollback()
-            info["sources"] = {}
+    with orm.Session(engine) as session:
+        info.update(facts.storage(session))
+        info.update(facts.counts(session))
     return info
 
 
@@ -173,7 +152,8 @@ def prune(
     with target.session_db() as db:
         if dry_run:
             cutoff = time.time() - days * 86400
-            ids = db._read(lambda session: sessions_repo.prunable_ids(session, cutoff, source))
+            with db.unit_of_work.read() as session:
+                ids = sessions_repo.prunable_ids(session, cutoff, source)
             if as_json:
                 echo_json({"dry_run": True, "count": len(ids), "sessions": ids})
                 return

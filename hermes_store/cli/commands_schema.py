@@ -17,13 +17,17 @@ from typing import Any
 import click
 from rich.progress import Progress
 from rich.table import Table
+from sqlalchemy import orm
+from sqlalchemy.engine import Engine
 
 from hermes_store import migrate
+from hermes_store import revisions as script_history
 from hermes_store.cli.errors import CliError
 from hermes_store.cli.output import console, echo_json, fmt_int, progress_bar
 from hermes_store.cli.target import StoreTarget, pass_target
-from hermes_store.legacy import HEAD_REVISION, HEAD_VERSION, REVISIONS
+from hermes_store.legacy import HEAD_VERSION
 from hermes_store.migrate import SchemaState, read_schema_state
+from hermes_store.repository import facts
 
 _ALEMBIC_RUNTIME_LOGGER = "alembic.runtime.migration"
 
@@ -39,8 +43,9 @@ def _describe_state(state: SchemaState) -> str:
 
 def _position(state: SchemaState) -> int:
     """How many of our revisions the database has (0 = none)."""
-    if state.revision in REVISIONS:
-        return REVISIONS.index(state.revision) + 1
+    known = script_history.history().revisions
+    if state.revision in known:
+        return known.index(state.revision) + 1
     if state.revision is None and state.legacy_version is not None:
         # A legacy file is adopted at the version it claims (if ragged, a few more steps run).
         return max(0, min(state.legacy_version, HEAD_VERSION))
@@ -48,11 +53,12 @@ def _position(state: SchemaState) -> int:
 
 
 def _estimate_steps(state: SchemaState, target: str, upward: bool) -> int | None:
-    name = HEAD_REVISION if target == "head" else target
+    known = script_history.history().revisions
+    name = known[-1] if target == "head" else target
     if name == "base":
         goal = 0
-    elif name in REVISIONS:
-        goal = REVISIONS.index(name) + 1
+    elif name in known:
+        goal = known.index(name) + 1
     else:
         return None
     here = _position(state)
@@ -85,13 +91,9 @@ class _StepTracker(logging.Handler):
         self.progress.update(task.id, description=f"{step}{rows}")
 
 
-def _message_count(engine: Any) -> int | None:
-    try:
-        with engine.connect() as connection:
-            value = connection.exec_driver_sql("SELECT COUNT(*) FROM messages").scalar()
-            return int(value or 0)
-    except Exception:  # no messages table yet: nothing to backfill
-        return None
+def _message_count(engine: Engine) -> int | None:
+    with orm.Session(engine) as session:
+        return facts.message_total(session)
 
 
 @contextmanager
@@ -187,7 +189,7 @@ def _state_json(target: StoreTarget, state: SchemaState | None) -> dict[str, Any
         "exists": state is not None,
         "revision": state.revision if state else None,
         "schema_version": state.legacy_version if state else None,
-        "head": HEAD_REVISION,
+        "head": script_history.history().head,
         "at_head": bool(state and state.at_head),
         "newer": bool(state and state.newer),
     }

@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING, Any
 import click
 import sqlalchemy as sa
 from click.shell_completion import CompletionItem
-from sqlalchemy import orm, select
+from sqlalchemy import orm
 
 from hermes_store.cli.errors import SessionNotFound
 from hermes_store.engine import create_engine, resolve_url, sqlite_path
-from hermes_store.models import Session
-from hermes_store.titles import escape_like
+from hermes_store.repository import sessions as sessions_repo
 
 if TYPE_CHECKING:
     from hermes_store.facade import SessionDB
@@ -26,16 +25,8 @@ _COMPLETION_LIMIT = 50
 
 
 def _prefix_matches(db: SessionDB, prefix: str, limit: int) -> list[str]:
-    def work(session: orm.Session) -> list[str]:
-        query = (
-            select(Session.id)
-            .where(Session.id.like(escape_like(prefix) + "%", escape="\\"))
-            .order_by(Session.started_at.desc())
-            .limit(limit)
-        )
-        return [str(value) for value in session.execute(query).scalars()]
-
-    return db._read(work)
+    with db.unit_of_work.read() as session:
+        return [session_id for session_id, _title in sessions_repo.ids_with_prefix(session, prefix, limit)]
 
 
 def resolve_session(db: SessionDB, reference: str) -> str:
@@ -79,13 +70,9 @@ def complete_session(ctx: click.Context, param: click.Parameter, incomplete: str
             return []
         engine = create_engine(url, poolclass=sa.pool.NullPool)
         try:
-            with engine.connect() as connection:
-                rows = connection.execute(
-                    select(Session.id, Session.title)
-                    .where(Session.id.like(escape_like(incomplete) + "%", escape="\\"))
-                    .order_by(Session.started_at.desc())
-                    .limit(_COMPLETION_LIMIT)
-                ).all()
+            # A bare ORM session, not SessionDB: completion must never create or migrate.
+            with orm.Session(engine) as session:
+                rows = sessions_repo.ids_with_prefix(session, incomplete, _COMPLETION_LIMIT)
         finally:
             engine.dispose()
         return [CompletionItem(str(row[0]), help=row[1] or None) for row in rows]

@@ -25,14 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from sqlalchemy import and_, insert, or_, orm, select, update
 from sqlalchemy import exc as sa_exc
+from sqlalchemy import orm
 
 from hermes_store.backends import backend_for
 from hermes_store.cli.output import to_json
 from hermes_store.cli.render import markdown_session
 from hermes_store.codec import CONTENT_JSON_PREFIX
 from hermes_store.models import Message, Session
+from hermes_store.repository import bulk
 
 if TYPE_CHECKING:
     from hermes_store.facade import SessionDB
@@ -76,23 +77,8 @@ def iter_session_ids(db: SessionDB, source: str | None, page: int = _PAGE) -> It
     """Every session id (of ``source``), oldest first, fetched ``page`` at a time."""
     last: tuple[float, str] | None = None
     while True:
-
-        def work(session: orm.Session, after: tuple[float, str] | None = last) -> list[tuple[float, str]]:
-            query = (
-                select(Session.started_at, Session.id).order_by(Session.started_at, Session.id).limit(page)
-            )
-            if source:
-                query = query.where(Session.source == source)
-            if after is not None:
-                query = query.where(
-                    or_(
-                        Session.started_at > after[0],
-                        and_(Session.started_at == after[0], Session.id > after[1]),
-                    )
-                )
-            return [(float(row[0]), str(row[1])) for row in session.execute(query)]
-
-        rows = db._read(work)
+        with db.unit_of_work.read() as session:
+            rows = bulk.session_ids_page(session, source, last, page)
         if not rows:
             return
         for _, session_id in rows:
@@ -283,8 +269,7 @@ class Importer:
 
     def _flush(self, batch: _Batch) -> None:
         def work(session: orm.Session) -> tuple[int, int, int, dict[str, str]]:
-            ids = [values["id"] for values in batch.sessions]
-            existing = set(session.execute(select(Session.id).where(Session.id.in_(ids))).scalars())
+            existing = bulk.existing_ids(session, [values["id"] for values in batch.sessions])
             if existing and not self.skip_existing:
                 line, clash = next(
                     (n, v["id"])
@@ -300,16 +285,14 @@ class Importer:
                 if values["id"] in existing:
                     skipped += 1
                     continue
-                session.execute(insert(Session).values(**values))
-                if messages:
-                    session.execute(insert(Message), messages)
+                bulk.insert_session(session, values, messages)
                 sessions_added += 1
                 messages_added += len(messages)
             wanted = {**self.pending, **{k: v for k, v in batch.parents.items() if k not in existing}}
-            return sessions_added, messages_added, skipped, self._link(session, wanted)
+            return sessions_added, messages_added, skipped, bulk.link_parents(session, wanted)
 
         try:
-            added, messages, skipped, pending = self.db._write(work, "importing sessions")
+            added, messages, skipped, pending = self.db.unit_of_work.write(work, "importing sessions")
         except (sqlite3.IntegrityError, sa_exc.IntegrityError) as exc:
             raise ImportFailed(
                 f"cannot import lines {batch.lines[0]}–{batch.lines[-1]}: {_first_line(exc)} "
@@ -320,23 +303,9 @@ class Importer:
         self.result.skipped += skipped
         self.pending = pending
 
-    @staticmethod
-    def _link(session: orm.Session, wanted: dict[str, str]) -> dict[str, str]:
-        """Set each child's parent if the parent is stored; return the ones still waiting."""
-        if not wanted:
-            return {}
-        parents = set(wanted.values())
-        present = set(session.execute(select(Session.id).where(Session.id.in_(parents))).scalars())
-        waiting = {}
-        for child, parent in wanted.items():
-            if parent in present:
-                session.execute(update(Session).where(Session.id == child).values(parent_session_id=parent))
-            else:
-                waiting[child] = parent
-        return waiting
-
     def _finish(self) -> None:
-        self.db._write(backend_for(self.db.engine).after_bulk_copy, "advancing the message id sequence")
+        backend = backend_for(self.db.engine)
+        self.db.unit_of_work.write(backend.after_bulk_copy, "advancing the message id sequence")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -178,3 +178,9 @@ def count(db: Bind, session_id: str | None = None) -> int:
     if session_id:
         query = query.where(Message.session_id == session_id)
     return int(run(db, query).scalar_one())
+
+
+def has_earlier(db: Bind, session_id: str, message_id: int) -> bool:
+    """Whether session ``session_id`` holds a message stored before ``message_id``."""
+    query = select(Message.id).where(Message.session_id == session_id, Message.id < message_id).limit(1)
+    return run(db, query).first() is not None

@@ -325,3 +325,14 @@ def count(db: Bind, source: str | None = None) -> int:
     if source:
         query = query.where(Session.source == source)
     return int(run(db, query).scalar_one())
+
+
+def ids_with_prefix(db: Bind, prefix: str, limit: int) -> list[tuple[str, str | None]]:
+    """Up to ``limit`` (id, title) pairs whose id starts with ``prefix`` (literally), newest first."""
+    query = (
+        select(Session.id, Session.title)
+        .where(Session.id.like(escape_like(prefix) + "%", escape="\\"))
+        .order_by(Session.started_at.desc())
+        .limit(limit)
+    )
+    return [(str(row[0]), row[1]) for row in run(db, query)]

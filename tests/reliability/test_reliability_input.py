@@ -267,6 +267,11 @@ def test_any_title_round_trips_or_is_refused(store: SessionDB, watch: CommitWatc
 
 @pytest.mark.parametrize("title", ["50%", "a_b", "back\\slash", 'it\'s "quoted"', "%", "_"])
 def test_like_wildcards_in_titles_are_literal(store: SessionDB, title: str) -> None:
+    # The store is shared with the property tests above, which may have titled a session
+    # with this very string; titles are unique, so free it first.
+    holder = store.get_session_by_title(title)
+    if holder is not None:
+        store.set_session_title(holder["id"], "")
     wanted = fresh_session(store)
     store.set_session_title(wanted, title)
     decoy = fresh_session(store)

@@ -1,4 +1,7 @@
-"""``doctor``: check a store's health and, with ``--fix``, repair what can be repaired.
+"""Health checks of a store and the repairs for what they find (``hermes-store doctor``).
+
+The checks run on an engine, not a ``SessionDB``: a damaged or unmigrated file must be
+examined as it is, never upgraded or written by opening it.
 
 Checks (SQLite-only ones are skipped on other backends):
 
@@ -31,7 +34,6 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.backends import backend_for
-from hermes_store.cli.output import fmt_size
 from hermes_store.engine import sqlite_path, write_engine
 from hermes_store.migrate import read_schema_state
 
@@ -103,6 +105,10 @@ def tool_call_units(raw: str | bytes | None) -> int:
     except (TypeError, ValueError):
         return 1
     return len(value) if isinstance(value, list) else 1
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
 
 
 def _names(connection: Connection, kind: str) -> set[str]:
@@ -300,10 +306,8 @@ class Doctor:
         size = wal.stat().st_size if wal.exists() else 0
         if size > WAL_WARN_BYTES:
             self.facts.big_wal = True
-            return Finding(
-                "wal", "warn", f"WAL is {fmt_size(size)}; a checkpoint would shrink it", fixable=True
-            )
-        return Finding("wal", "ok", f"WAL is {fmt_size(size)}")
+            return Finding("wal", "warn", f"WAL is {_mib(size)}; a checkpoint would shrink it", fixable=True)
+        return Finding("wal", "ok", f"WAL is {_mib(size)}")
 
     # --- fixes --------------------------------------------------------------------------------
 
