@@ -1,21 +1,41 @@
-"""Decide how a search query runs: word index, trigram index or literal substrings.
+"""Decide how a search query runs: word index, or literal substrings narrowed by trigrams.
 
-The unicode61 word index cannot split CJK text into words, so a query with CJK characters
-goes to the trigram index, or, when a term is too short for trigrams, to ``LIKE``
-substring matching. Deciding is pure string work, kept here apart from the SQL so every
-branch can be tested without a database.
+Two semantics, chosen per query (``docs/search.md`` is the reference):
+
+* **Word search** (``fts``): queries in scripts that separate words with spaces (Latin,
+  Cyrillic, Greek, Arabic, ...), with nothing but letters, digits and the FTS5 syntax.
+  The sanitised query runs against the unicode61 word index, as upstream does.
+* **Substring search** (``trigram`` or ``like``): a query with any CJK character, any
+  character of a script written without spaces (Thai, Lao, Khmer, Myanmar) or any symbol
+  such as an emoji. Every term must occur as a literal substring (ASCII case-insensitive)
+  of the message's indexed text; ``AND``/``OR``/``NOT`` keep their FTS5 meaning. When every
+  alternative has a term of three or more characters the trigram index narrows the
+  candidates first (``trigram``); otherwise every message is checked (``like``).
+
+Deciding is pure string work, kept here apart from the SQL so every branch can be tested
+without a database.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
-from hermes_store.search.cjk import count_cjk
+from hermes_store.search.cjk import is_cjk_codepoint
 from hermes_store.search.sanitize import FTS5_OPERATORS, sanitize_fts5_query
 from hermes_store.titles import escape_like
 
-__all__ = ["MIN_TRIGRAM_TERM", "SearchPlan", "like_pattern", "plan_search"]
+__all__ = [
+    "MIN_TRIGRAM_TERM",
+    "SearchPlan",
+    "TermGroup",
+    "ascii_lower",
+    "like_pattern",
+    "needs_substring_search",
+    "plan_search",
+]
 
 MAX_QUERY_CHARS = 4096
 """Longer queries are refused: FTS5's snippet() grows quadratically with matches per row."""
@@ -27,82 +47,168 @@ MIN_TRIGRAM_TERM = 3
 
 SearchKind = Literal["empty", "fts", "trigram", "like"]
 
+# Scripts written without spaces between words: unicode61 would index a whole sentence as
+# one "word", so word search could never find a word inside it.
+_UNSPACED_SCRIPTS = ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x19E0, 0x19FF))
+
+# Same set as the sanitiser's: control characters and lone surrogates become spaces.
+_UNSAFE_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+# A balanced quoted phrase, a run of other non-space characters, or a stray quote.
+_ATOM = re.compile(r'"([^"]*)"|[^\s"]+|"')
+# FTS5 grouping characters mean nothing on the substring path and are never a search term.
+_GROUPING = str.maketrans("(){}^", "     ")
+
+
+@dataclass(frozen=True)
+class TermGroup:
+    """One alternative of a substring query: all of ``required``, none of ``excluded``."""
+
+    required: tuple[str, ...]
+    excluded: tuple[str, ...] = ()
+
 
 @dataclass(frozen=True)
 class SearchPlan:
     """How to run one search.
 
-    ``kind`` is ``"empty"`` (return no results), ``"fts"`` or ``"trigram"`` (run ``match``
-    against the word or trigram FTS5 table) or ``"like"`` (every string in ``like_terms``
-    must occur in the message, as a literal substring; see :func:`like_pattern`).
+    ``kind`` is ``"empty"`` (return no results), ``"fts"`` (run ``match`` against the word
+    index) or one of the two substring kinds. For those, a message is a hit when it
+    satisfies any of ``groups`` (see :class:`TermGroup`), each term a literal,
+    ASCII-case-insensitive substring of the indexed text. ``"trigram"`` comes with a
+    ``match`` for the trigram index that every hit satisfies (it names only terms of 3+
+    characters), so only its candidates need checking; ``"like"`` must check every
+    message. ``like_terms`` lists the required terms, in query order, once each.
     """
 
     kind: SearchKind
     match: str | None = None
     like_terms: tuple[str, ...] = ()
+    groups: tuple[TermGroup, ...] = ()
+
+
+def needs_substring_search(text: str) -> bool:
+    """Whether ``text`` holds a character word search cannot find (CJK, unspaced scripts, symbols)."""
+    return any(_is_substring_char(char) for char in text)
+
+
+def _is_substring_char(char: str) -> bool:
+    code = ord(char)
+    if is_cjk_codepoint(code) or any(start <= code <= end for start, end in _UNSPACED_SCRIPTS):
+        return True
+    # "So" is every emoji and pictograph (🚀 ✅ ©); unicode61 treats them as separators.
+    return unicodedata.category(char) == "So"
 
 
 def plan_search(query: str) -> SearchPlan:
     """Choose the search path for ``query`` (upstream-behaviour §8.2, contract §4.1).
 
-    * Empty input, or input the sanitiser reduces to nothing: ``empty``.
+    * Empty input, or input that leaves no term: ``empty``.
     * More than 4,096 characters or 64 terms: ``ValueError`` (see the limits above).
-    * No CJK in the sanitised query: ``fts`` with the sanitised query.
-    * Otherwise the outer quotes are stripped from the sanitised query and it is split on
-      whitespace. With fewer than three CJK characters in all: ``like`` on the whole text
-      as one substring, as upstream does. When every term has at least three characters:
-      ``trigram``, each term quoted and upper-case ``AND``/``OR``/``NOT`` kept as
-      operators. Otherwise (``你好 世界``): ``like`` with each term as a substring that
-      must occur; operators are ignored on this path.
+    * No CJK, unspaced-script or symbol character: ``fts`` with the sanitised query.
+    * Otherwise a substring plan over the query's terms: balanced ``"quoted phrases"`` are
+      one term each (spaces included), other terms are split on whitespace, and upper-case
+      ``AND``/``OR``/``NOT`` are operators with FTS5's precedence (``NOT`` binds tightest,
+      ``OR`` loosest; at either end, or several in a row, they are repaired as the
+      sanitiser does).
     """
     if not query.strip():
         return SearchPlan("empty")
     if len(query) > MAX_QUERY_CHARS:
         raise ValueError(f"search query too long ({len(query)} chars, max {MAX_QUERY_CHARS})")
-    sanitized = sanitize_fts5_query(query)
+    text = _UNSAFE_CHARS.sub(" ", query)
+    if needs_substring_search(text):
+        return _substring_plan(text)
+    sanitized = sanitize_fts5_query(text)
     if not sanitized:
         return SearchPlan("empty")
-    term_count = len(sanitized.split())
-    if term_count > MAX_QUERY_TERMS:
-        raise ValueError(f"search query has too many terms ({term_count}, max {MAX_QUERY_TERMS})")
-    raw = sanitized.strip('"').strip()
-    cjk_chars = count_cjk(raw)
-    if cjk_chars == 0:
-        return SearchPlan("fts", match=sanitized)
-    if cjk_chars < MIN_TRIGRAM_TERM:
-        return SearchPlan("like", like_terms=(raw,))
-
-    tokens = [token for token in (part.strip('"') for part in raw.split()) if token]
-    terms = [token for token in tokens if token not in FTS5_OPERATORS]
-    if all(len(term) >= MIN_TRIGRAM_TERM for term in terms):
-        return SearchPlan("trigram", match=_trigram_match(tokens))
-    return SearchPlan("like", like_terms=tuple(dict.fromkeys(terms)))
+    _check_term_count(len(sanitized.split()))
+    return SearchPlan("fts", match=sanitized)
 
 
-def _trigram_match(tokens: list[str]) -> str:
-    """Quote every term; keep operators only where FTS5 allows a binary operator.
+def _check_term_count(count: int) -> None:
+    if count > MAX_QUERY_TERMS:
+        raise ValueError(f"search query has too many terms ({count}, max {MAX_QUERY_TERMS})")
 
-    Operators at either end are dropped and of several in a row the last one wins, the
-    same repair the sanitiser applies; they can appear here when stripping the outer
-    quotes exposes the inside of a phrase.
-    """
-    parts: list[str] = []
-    previous_is_operator = False
-    for token in tokens:
-        if token in FTS5_OPERATORS:
-            if not parts:
+
+def _substring_atoms(text: str) -> list[tuple[bool, str]]:
+    """The query's ``(is_operator, text)`` atoms on the substring path."""
+    atoms: list[tuple[bool, str]] = []
+    for found in _ATOM.finditer(text):
+        phrase = found.group(1)
+        if phrase is not None:
+            if phrase.strip():
+                atoms.append((False, phrase.strip()))
+            continue
+        for part in found.group(0).translate(_GROUPING).split():
+            if part in FTS5_OPERATORS:
+                atoms.append((True, part))
                 continue
-            if previous_is_operator:
-                parts[-1] = token
-            else:
-                parts.append(token)
-            previous_is_operator = True
-        else:
-            parts.append('"' + token.replace('"', '""') + '"')
-            previous_is_operator = False
-    if parts and previous_is_operator:
-        parts.pop()
-    return " ".join(parts)
+            # A star is a prefix search in FTS5; every substring is already a prefix match.
+            part = part.strip("*")
+            # A term of ASCII punctuation alone (``-``, ``:``) is syntax, not something to find.
+            if any(char.isalnum() or not char.isascii() for char in part):
+                atoms.append((False, part))
+    return atoms
+
+
+def _substring_plan(text: str) -> SearchPlan:
+    atoms = _substring_atoms(text)
+    _check_term_count(sum(1 for is_operator, _ in atoms if not is_operator))
+    groups: list[tuple[list[str], list[str]]] = []
+    required: list[str] = []
+    excluded: list[str] = []
+    pending: str | None = None
+    for is_operator, atom in atoms:
+        if is_operator:
+            # Leading operators are dropped; of several in a row the last one wins.
+            pending = atom if required else None
+            continue
+        if pending == "OR":
+            groups.append((required, excluded))
+            required, excluded = [], []
+        (excluded if pending == "NOT" else required).append(atom)
+        pending = None
+    if required:
+        groups.append((required, excluded))
+    if not groups:
+        return SearchPlan("empty")
+    term_groups = tuple(
+        TermGroup(tuple(dict.fromkeys(req)), tuple(dict.fromkeys(exc))) for req, exc in groups
+    )
+    like_terms = tuple(dict.fromkeys(term for group in term_groups for term in group.required))
+    narrow = _trigram_narrowing(term_groups)
+    if narrow is None:
+        return SearchPlan("like", like_terms=like_terms, groups=term_groups)
+    return SearchPlan("trigram", match=narrow, like_terms=like_terms, groups=term_groups)
+
+
+def _trigram_narrowing(groups: tuple[TermGroup, ...]) -> str | None:
+    """A trigram MATCH every hit satisfies, or ``None`` when some alternative has no long term.
+
+    Only required terms of 3+ characters are named: the index cannot match shorter ones,
+    and excluded terms are checked afterwards.
+    """
+    alternatives: list[str] = []
+    for group in groups:
+        long_terms = [_quote(term) for term in group.required if len(term) >= MIN_TRIGRAM_TERM]
+        if not long_terms:
+            return None
+        alternatives.append(" AND ".join(long_terms))
+    if len(alternatives) == 1:
+        return alternatives[0]
+    return " OR ".join(f"({alternative})" for alternative in alternatives)
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def ascii_lower(text: str) -> str:
+    """``text`` with only ASCII ``A``-``Z`` lower-cased, as SQLite's ``LIKE`` compares."""
+    return text.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def like_pattern(term: str) -> str:

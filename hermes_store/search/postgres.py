@@ -198,50 +198,66 @@ def _substring_page(
 def _substring_condition(
     plan: SearchPlan, params: dict[str, Any], use_grams: bool = True
 ) -> tuple[str, list[str]]:
-    """``ILIKE`` conditions for a like or trigram plan, and its terms in order.
+    """The conditions of a substring plan (any group: all required terms, no excluded
+    one), and its required terms in order.
 
-    ``use_grams`` adds the gram-index condition to short CJK terms (for the indexed
-    query; over a handful of rows it would only cost time).
-
-    A like plan needs every term. A trigram plan keeps FTS5's operators over its quoted
-    terms: ``OR`` between groups, ``NOT`` as "and not", anything else "and".
+    A term is matched exactly, lower-casing ASCII letters only, as SQLite's ``LIKE``
+    does: a term without ASCII letters is a plain ``LIKE``; one with ASCII letters is an
+    ``ILIKE`` (which folds more, and which a ``pg_trgm`` index on the indexed text can
+    answer for 3+ characters) confirmed by a regular expression with ``[xX]`` for each
+    letter, run only on the rows the ``ILIKE`` lets through. ``use_grams`` adds the
+    gram-index condition to required short CJK terms (for the indexed query; over a
+    handful of rows it would only cost time).
     """
-    if plan.kind == "like":
-        tokens = [_quote(term) for term in plan.like_terms]
-    elif plan.kind == "trigram" and plan.match:
-        tokens = _TOKEN.findall(plan.match)
-    else:
+    if plan.kind not in ("like", "trigram"):
         return "", []
-    terms: list[str] = []
-    groups: list[str] = []
-    clause: list[str] = []
-    negate = False
-    for token in tokens:
-        if token in _OPERATORS:
-            if token == "OR" and clause:
-                groups.append("(" + " AND ".join(clause) + ")")
-                clause = []
-            negate = token == "NOT"
-            continue
-        term = token[1:-1].replace('""', '"') if token.startswith('"') else token
-        name = f"p{len(terms)}"
-        params[name] = like_pattern(term)
-        terms.append(term)
-        test = f"{INDEXED_TEXT} ILIKE :{name} ESCAPE '\\'"
-        if negate:
-            clause.append(f"NOT ({test})")
+    names: dict[str, str] = {}
+
+    def test(term: str) -> str:
+        if term not in names:
+            names[term] = f"p{len(names)}"
+            params[names[term]] = like_pattern(term)
+            if _has_ascii_letter(term):
+                params[names[term] + "r"] = _ascii_insensitive_regex(term)
+        name = names[term]
+        if not _has_ascii_letter(term):
+            return f"{INDEXED_TEXT} LIKE :{name} ESCAPE '\\'"
+        return f"({INDEXED_TEXT} ILIKE :{name} ESCAPE '\\' AND {INDEXED_TEXT} ~ :{name}r)"
+
+    def required(term: str) -> str:
+        grams = required_cjk_grams(term) if use_grams else []
+        if not grams:
+            return test(term)
+        gram_names = [f"g{len(params)}_{i}" for i in range(len(grams))]
+        params.update(zip(gram_names, grams, strict=True))
+        wanted = ", ".join(f"CAST(:{n} AS text)" for n in gram_names)
+        return f"({CJK_GRAMS} @> ARRAY[{wanted}] AND {test(term)})"
+
+    groups = [
+        " AND ".join(
+            [required(term) for term in group.required]
+            + [f"NOT {test(term)}" for term in group.excluded]
+        )
+        for group in plan.groups
+    ]
+    return "(" + " OR ".join(f"({group})" for group in groups) + ")", list(plan.like_terms)
+
+
+def _has_ascii_letter(term: str) -> bool:
+    return any(char.isascii() and char.isalpha() for char in term)
+
+
+def _ascii_insensitive_regex(term: str) -> str:
+    """A POSIX regular expression matching ``term`` literally, ASCII letters in either case."""
+    out = []
+    for char in term:
+        if char.isascii() and char.isalpha():
+            out.append(f"[{char.lower()}{char.upper()}]")
+        elif char.isascii() and not char.isalnum():
+            out.append("\\" + char)
         else:
-            grams = required_cjk_grams(term) if use_grams else []
-            if grams:
-                names = [f"g{name}_{i}" for i in range(len(grams))]
-                params.update(zip(names, grams, strict=True))
-                wanted = ", ".join(f"CAST(:{n} AS text)" for n in names)
-                test = f"{CJK_GRAMS} @> ARRAY[{wanted}] AND {test}"
-            clause.append(test)
-        negate = False
-    if clause:
-        groups.append("(" + " AND ".join(clause) + ")")
-    return "(" + " OR ".join(groups) + ")", terms
+            out.append(char)
+    return "".join(out)
 
 
 def required_cjk_grams(term: str) -> list[str]:
@@ -274,10 +290,6 @@ def _has_trigram_word(term: str) -> bool:
         if length >= MIN_TRIGRAM_TERM:
             return True
     return False
-
-
-def _quote(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
 
 
 def substring_snippet(content: Any, term: str, marked: bool) -> str | None:

@@ -1,10 +1,14 @@
-"""Search on SQLite: FTS5 word index, FTS5 trigram index, or LIKE substrings.
+"""Search on SQLite: FTS5 word index, or literal substrings narrowed by the trigram index.
 
 Three query shapes, chosen by :func:`hermes_store.search.plan.plan_search`:
 
 * ``fts`` — the unicode61 word index ``messages_fts``, best bm25 rank first;
-* ``trigram`` — the trigram index ``messages_fts_trigram`` (CJK terms of 3+ characters);
-* ``like`` — literal substrings over content, tool name and tool-call JSON, newest first.
+* ``trigram`` — substrings: the trigram index ``messages_fts_trigram`` names the
+  candidates (through the plan's terms of 3+ characters), ``LIKE`` checks every term;
+* ``like`` — substrings with no term the trigram index can use: ``LIKE`` on every message.
+
+Both substring shapes return the newest hits first, so SQLite can stop reading the index
+as soon as a page is full.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from sqlalchemy import orm
 from hermes_store.errors_map import is_fts_query_rejection, is_missing_search_capability, raise_translated
 from hermes_store.repository.rows import fetch_dicts
 from hermes_store.search.filters import SearchFilters
-from hermes_store.search.plan import SearchPlan, like_pattern
+from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, like_pattern
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +31,10 @@ LIKE_SNIPPET_BEFORE = 40
 LIKE_SNIPPET_CHARS = 120
 HUGE_ROW_CHARS = 65536
 
+INDEXED_TEXT = (
+    "(COALESCE(m.content, '') || ' ' || COALESCE(m.tool_name, '') || ' ' || COALESCE(m.tool_calls, ''))"
+)
+"""The text both FTS5 tables index (upstream-behaviour §2.5); substring terms are checked in it."""
 
 _HIT_COLUMNS = (
     "m.id, m.session_id, m.role, {snippet} AS snippet, m.timestamp, m.tool_name, "
@@ -34,60 +42,109 @@ _HIT_COLUMNS = (
 )
 
 
-def _fts_sql(table: str, where: str) -> str:
+def _fts_snippet(table: str) -> str:
     # snippet() slows down quadratically with the matches inside one row; a huge row
     # (a 10 MB tool dump) gets a plain prefix instead of an unbounded wait.
-    snippet = (
+    return (
         f"CASE WHEN length(COALESCE(m.content, '')) + length(COALESCE(m.tool_calls, '')) > {HUGE_ROW_CHARS} "
         f"THEN substr(m.content, 1, {LIKE_SNIPPET_CHARS}) "
         f"ELSE snippet({table}, 0, '>>>', '<<<', '...', {SNIPPET_TOKENS}) END"
     )
+
+
+def _fts_sql(where: str) -> str:
     return (
-        f"SELECT {_HIT_COLUMNS.format(snippet=snippet)} FROM {table} "
-        f"JOIN messages m ON m.id = {table}.rowid JOIN sessions s ON s.id = m.session_id "
-        f"WHERE {table} MATCH :match {where} ORDER BY rank LIMIT :limit OFFSET :offset"
+        f"SELECT {_HIT_COLUMNS.format(snippet=_fts_snippet('messages_fts'))} FROM messages_fts "
+        "JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_id "
+        f"WHERE messages_fts MATCH :match {where} ORDER BY rank LIMIT :limit OFFSET :offset"
     )
 
 
-def _like_sql(term_count: int, where: str) -> str:
-    conditions = " AND ".join(
-        f"(m.content LIKE :p{i} ESCAPE '\\' OR m.tool_name LIKE :p{i} ESCAPE '\\' "
-        f"OR m.tool_calls LIKE :p{i} ESCAPE '\\')"
-        for i in range(term_count)
+def substring_condition(plan: SearchPlan, params: dict[str, Any]) -> str:
+    """The exact check of a substring plan: any group whose required terms all occur and
+    whose excluded terms do not. Binds one ``LIKE`` pattern per distinct term.
+
+    A term without a space cannot span the spaces that join content, tool name and tool
+    calls in the indexed text, so it is checked column by column, which spares building
+    that text for every candidate. Terms the trigram index did not check (under three
+    characters) come first, so most candidates are rejected by the first test.
+    """
+    names: dict[str, str] = {}
+
+    def test(term: str) -> str:
+        if term not in names:
+            names[term] = f"p{len(names)}"
+            params[names[term]] = like_pattern(term)
+        name = names[term]
+        if " " in term:
+            return f"{INDEXED_TEXT} LIKE :{name} ESCAPE '\\'"
+        # IFNULL: a NULL column must count as "not found", also under NOT.
+        return " OR ".join(f"IFNULL(m.{column}, '') LIKE :{name} ESCAPE '\\'" for column in _SEARCHED_COLUMNS)
+
+    groups = []
+    for group in plan.groups:
+        required = sorted(group.required, key=lambda term: len(term) >= MIN_TRIGRAM_TERM)
+        tests = [f"({test(term)})" for term in required] + [f"NOT ({test(term)})" for term in group.excluded]
+        groups.append(" AND ".join(tests))
+    return "(" + " OR ".join(f"({group})" for group in groups) + ")"
+
+
+_SEARCHED_COLUMNS = ("content", "tool_name", "tool_calls")
+
+
+def _trigram_sql(condition: str, where: str) -> str:
+    return (
+        f"SELECT {_HIT_COLUMNS.format(snippet=_fts_snippet('messages_fts_trigram'))} "
+        "FROM messages_fts_trigram JOIN messages m ON m.id = messages_fts_trigram.rowid "
+        "JOIN sessions s ON s.id = m.session_id "
+        f"WHERE messages_fts_trigram MATCH :match AND {condition} {where} "
+        "ORDER BY messages_fts_trigram.rowid DESC LIMIT :limit OFFSET :offset"
     )
+
+
+def _like_sql(condition: str, where: str) -> str:
     snippet = (
         f"substr(m.content, max(1, instr(m.content, :p_raw) - {LIKE_SNIPPET_BEFORE}), {LIKE_SNIPPET_CHARS})"
     )
     return (
         f"SELECT {_HIT_COLUMNS.format(snippet=snippet)} FROM messages m "
-        f"JOIN sessions s ON s.id = m.session_id WHERE {conditions} {where} "
+        f"JOIN sessions s ON s.id = m.session_id WHERE {condition} {where} "
         "ORDER BY m.id DESC LIMIT :limit OFFSET :offset"
     )
+
+
+def statement(
+    plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
+) -> tuple[str, dict[str, Any]] | None:
+    """The SQL and parameters that run ``plan``, or ``None`` for an empty plan."""
+    where, params = filters.sql()
+    params |= {"limit": limit, "offset": offset}
+    if plan.kind == "fts":
+        params["match"] = plan.match
+        return _fts_sql(where), params
+    if plan.kind == "trigram":
+        params["match"] = plan.match
+        return _trigram_sql(substring_condition(plan, params), where), params
+    if plan.kind == "like":
+        params["p_raw"] = plan.like_terms[0]
+        return _like_sql(substring_condition(plan, params), where), params
+    return None
 
 
 def find_hits(
     db: orm.Session, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
 ) -> list[dict[str, Any]]:
     """The matching messages (without context) for ``plan``; ``[]`` on a query FTS5 rejects."""
-    where, params = filters.sql()
-    params |= {"limit": limit, "offset": offset}
-    if plan.kind in ("fts", "trigram"):
-        table = "messages_fts" if plan.kind == "fts" else "messages_fts_trigram"
-        sql = _fts_sql(table, where)
-        params["match"] = plan.match
-    elif plan.kind == "like":
-        sql = _like_sql(len(plan.like_terms), where)
-        for index, term in enumerate(plan.like_terms):
-            params[f"p{index}"] = like_pattern(term)
-        params["p_raw"] = plan.like_terms[0]
-    else:
+    built = statement(plan, filters, limit, offset)
+    if built is None:
         return []
+    sql, params = built
     try:
         return fetch_dicts(db, sql, params)
     except sa_exc.OperationalError as exc:
         if is_missing_search_capability(exc):
             raise_translated(exc, "searching")
-        if plan.kind == "like" or not is_fts_query_rejection(exc):
+        if plan.kind != "fts" or not is_fts_query_rejection(exc):
             raise
         # The sanitiser should make this unreachable; a query FTS5 still rejects finds nothing.
         log.warning("FTS5 rejected search %r: %s", plan.match, exc)

@@ -20,7 +20,7 @@ from _harness import run_kill_loop, run_migration_kills
 # serial: they aim SIGKILLs and contention at measured timings, which parallel tests skew.
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
-WRITER_KILLS = 30
+WRITER_KILLS = 12
 UPGRADE_KILLS = 6
 
 

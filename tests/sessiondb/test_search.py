@@ -568,3 +568,87 @@ def test_indexed_text_is_content_tool_name_and_tool_calls(db, make_session, raw)
             == 'body tool_x [{"k": "v"}]'
         )
         assert raw.one(f"SELECT content FROM {table} WHERE rowid = ?", (bare,)) == "  "
+
+
+# --- mixed scripts, symbols and emoji (contract §4.1, docs/search.md, issue 14) ----------------------
+
+ISSUE_14_MESSAGES = [
+    "怎么用docker部署这个服务",
+    "docker 部署 失败了",
+    "用 Python 写一个脚本",
+    "Python脚本的部署",
+    "达成100%完成率",
+    "launch 🚀 tonight",
+    # Near misses: every token is there, but not as one substring.
+    "docker 部 署",
+    "Pyth on 脚 本",
+    "达成100完成率",
+    "rocket launch tonight",
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "found"),
+    [
+        ("docker 部署", ["怎么用docker部署这个服务", "docker 部署 失败了"]),
+        ("部署 docker", ["怎么用docker部署这个服务", "docker 部署 失败了"]),
+        ("Python 脚本", ["用 Python 写一个脚本", "Python脚本的部署"]),
+        ("python 部署", ["Python脚本的部署"]),
+        ("100% 完成", ["达成100%完成率"]),
+        ("🚀", ["launch 🚀 tonight"]),
+        ("DOCKER部署", ["怎么用docker部署这个服务"]),
+        ("部署 NOT docker", ["Python脚本的部署"]),
+        ("🚀 OR 脚本", ["用 Python 写一个脚本", "Python脚本的部署", "launch 🚀 tonight"]),
+        ('"docker 部署"', ["docker 部署 失败了"]),
+    ],
+)
+def test_mixed_queries_find_every_message_holding_every_term(db, query, found):
+    db.create_session("s", "cli")
+    ids = {db.append_message("s", "user", text): text for text in ISSUE_14_MESSAGES}
+    hits = db.search_messages(query, limit=50)
+    assert sorted(ids[hit["id"]] for hit in hits) == sorted(found)
+    # Newest first on the substring path, on both backends.
+    assert hit_ids(hits) == sorted(hit_ids(hits), reverse=True)
+
+
+def test_mixed_query_filters_apply_before_the_page(db):
+    db.create_session("a", "cli")
+    db.create_session("b", "telegram")
+    for index in range(5):
+        db.append_message("a", "user", f"docker部署 {index}")
+        db.append_message("b", "assistant", f"docker 部署 {index}")
+    assert len(db.search_messages("部署 docker", source_filter=["telegram"], limit=3)) == 3
+    excluded = db.search_messages("部署 docker", exclude_sources=["telegram"])
+    assert {hit["source"] for hit in excluded} == {"cli"}
+    assert {hit["role"] for hit in db.search_messages("部署 docker", role_filter=["user"])} == {"user"}
+    assert db.search_messages("部署 docker", source_filter=[]) == []
+
+
+def _query_plan(store: SessionDB, query: str) -> str:
+    from hermes_store.search.engine import SearchFilters
+    from hermes_store.search.plan import plan_search
+    from hermes_store.search.sqlite import statement
+
+    built = statement(plan_search(query), SearchFilters(), 20, 0)
+    assert built is not None
+    sql, params = built
+    return " | ".join(row[3] for row in store._conn.execute("EXPLAIN QUERY PLAN " + sql, params))
+
+
+def test_a_mixed_query_narrows_by_its_indexable_term(db, backend):
+    """Never a scan of every message when one term has 3+ characters (docs/search.md)."""
+    if backend != "sqlite":
+        pytest.skip("reads SQLite's query plan")
+    for query in ("部署 docker", "Python 脚本", "100% 完成", "🚀 deploy", "你好世 OR 世界啊 x"):
+        plan = _query_plan(db, query)
+        assert "messages_fts_trigram VIRTUAL TABLE INDEX" in plan, query
+        assert "SEARCH m USING INTEGER PRIMARY KEY" in plan, query
+        assert "SCAN m " not in plan + " ", query
+
+
+def test_a_query_of_short_terms_only_checks_every_message(db, backend):
+    if backend != "sqlite":
+        pytest.skip("reads SQLite's query plan")
+    plan = _query_plan(db, "世界 你好")
+    assert "SCAN m " in plan + " "
+    assert "fts" not in plan

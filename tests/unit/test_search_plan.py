@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hermes_store.search.plan import SearchPlan, like_pattern, plan_search
+from hermes_store.search.plan import SearchPlan, TermGroup, ascii_lower, like_pattern, plan_search
 
 MESSAGES = [
     "你好，世界",  # 1
@@ -47,13 +47,26 @@ def _run(plan: SearchPlan) -> list[int]:
     """Execute a plan the way the search layer will, returning matching row ids."""
     if plan.kind == "empty":
         return []
-    if plan.kind == "like":
-        where = " AND ".join("content LIKE ? ESCAPE '\\'" for _ in plan.like_terms)
-        sql = f"SELECT id FROM m WHERE {where} ORDER BY id"
-        return [row[0] for row in _STORE.execute(sql, [like_pattern(t) for t in plan.like_terms])]
-    table = "w" if plan.kind == "fts" else "g"
-    sql = f"SELECT rowid FROM {table} WHERE {table} MATCH ? ORDER BY rowid"
-    return [row[0] for row in _STORE.execute(sql, (plan.match,))]
+    if plan.kind == "fts":
+        sql = "SELECT rowid FROM w WHERE w MATCH ? ORDER BY rowid"
+        return [row[0] for row in _STORE.execute(sql, (plan.match,))]
+    params: list[str] = []
+    groups = []
+    for group in plan.groups:
+        tests = [("", t) for t in group.required] + [("NOT ", t) for t in group.excluded]
+        groups.append(" AND ".join(f"{neg}m.content LIKE ? ESCAPE '\\'" for neg, _ in tests))
+        params += [like_pattern(t) for _, t in tests]
+    where = " OR ".join(f"({g})" for g in groups)
+    if plan.kind == "trigram":
+        sql = f"SELECT m.id FROM g JOIN m ON m.id = g.rowid WHERE g MATCH ? AND ({where}) ORDER BY m.id"
+        return [row[0] for row in _STORE.execute(sql, [plan.match, *params])]
+    return [row[0] for row in _STORE.execute(f"SELECT m.id FROM m WHERE {where} ORDER BY m.id", params)]
+
+
+def _sub(kind: str, *groups: tuple[str, ...] | TermGroup, match: str | None = None) -> SearchPlan:
+    term_groups = tuple(g if isinstance(g, TermGroup) else TermGroup(g) for g in groups)
+    terms = tuple(dict.fromkeys(t for g in term_groups for t in g.required))
+    return SearchPlan(kind, match=match, like_terms=terms, groups=term_groups)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -67,23 +80,47 @@ def _run(plan: SearchPlan) -> list[int]:
         ("hello world", SearchPlan("fts", match="hello world")),
         ("chat-send", SearchPlan("fts", match='"chat-send"')),
         ("foo:bar", SearchPlan("fts", match='"foo:bar"')),
-        ("你好", SearchPlan("like", like_terms=("你好",))),
-        ("你好 world", SearchPlan("like", like_terms=("你好 world",))),
-        ('"你好"', SearchPlan("like", like_terms=("你好",))),
-        ("记忆断裂", SearchPlan("trigram", match='"记忆断裂"')),
-        ("记忆断裂 OR 通信协议", SearchPlan("trigram", match='"记忆断裂" OR "通信协议"')),
-        ('"记忆断裂" OR "通信协议"', SearchPlan("trigram", match='"记忆断裂" OR "通信协议"')),
-        ("记忆断裂 NOT 通信协议", SearchPlan("trigram", match='"记忆断裂" NOT "通信协议"')),
-        ("记忆断裂 and 通信协议", SearchPlan("trigram", match='"记忆断裂" "and" "通信协议"')),
-        ('"AND 记忆断裂 OR"', SearchPlan("trigram", match='"记忆断裂"')),
-        ("sp_new and 血管瘤", SearchPlan("trigram", match='"sp_new" "and" "血管瘤"')),
-        ("你好 世界", SearchPlan("like", like_terms=("你好", "世界"))),
-        ("记忆 断裂", SearchPlan("like", like_terms=("记忆", "断裂"))),
-        ("记忆断裂 a", SearchPlan("like", like_terms=("记忆断裂", "a"))),
-        ("你好 OR 世界", SearchPlan("like", like_terms=("你好", "世界"))),
-        ("你好 你好 世界", SearchPlan("like", like_terms=("你好", "世界"))),
-        ("ｶﾀｶﾅ", SearchPlan("trigram", match='"ｶﾀｶﾅ"')),
-        ("한국어 검색", SearchPlan("like", like_terms=("한국어", "검색"))),
+        ("你好", _sub("like", ("你好",))),
+        ("你好 world", _sub("trigram", ("你好", "world"), match='"world"')),
+        ('"你好"', _sub("like", ("你好",))),
+        ('"你好 world"', _sub("trigram", ("你好 world",), match='"你好 world"')),
+        ("记忆断裂", _sub("trigram", ("记忆断裂",), match='"记忆断裂"')),
+        (
+            "记忆断裂 OR 通信协议",
+            _sub("trigram", ("记忆断裂",), ("通信协议",), match='("记忆断裂") OR ("通信协议")'),
+        ),
+        (
+            '"记忆断裂" OR "通信协议"',
+            _sub("trigram", ("记忆断裂",), ("通信协议",), match='("记忆断裂") OR ("通信协议")'),
+        ),
+        (
+            "记忆断裂 NOT 通信协议",
+            _sub("trigram", TermGroup(("记忆断裂",), ("通信协议",)), match='"记忆断裂"'),
+        ),
+        (
+            "记忆断裂 and 通信协议",
+            _sub("trigram", ("记忆断裂", "and", "通信协议"), match='"记忆断裂" AND "and" AND "通信协议"'),
+        ),
+        ("AND 记忆断裂 OR", _sub("trigram", ("记忆断裂",), match='"记忆断裂"')),
+        (
+            "sp_new and 血管瘤",
+            _sub("trigram", ("sp_new", "and", "血管瘤"), match='"sp_new" AND "and" AND "血管瘤"'),
+        ),
+        ("你好 世界", _sub("like", ("你好", "世界"))),
+        ("记忆 断裂", _sub("like", ("记忆", "断裂"))),
+        ("记忆断裂 a", _sub("trigram", ("记忆断裂", "a"), match='"记忆断裂"')),
+        ("你好 OR 世界", _sub("like", ("你好",), ("世界",))),
+        ("你好 OR 世界 docker", _sub("like", ("你好",), ("世界", "docker"))),
+        ("你好 你好 世界", _sub("like", ("你好", "世界"))),
+        ("ｶﾀｶﾅ", _sub("trigram", ("ｶﾀｶﾅ",), match='"ｶﾀｶﾅ"')),
+        ("한국어 검색", _sub("trigram", ("한국어", "검색"), match='"한국어"')),
+        ("🚀", _sub("like", ("🚀",))),
+        ("(部署) C++ x^y", _sub("trigram", ("部署", "C++", "x", "y"), match='"C++"')),
+        ("部署 - ** :", _sub("like", ("部署",))),
+        ("docker* 部署", _sub("trigram", ("docker", "部署"), match='"docker"')),
+        ('部署 "a""b', _sub("like", ("部署", "a", "b"))),
+        ("NOT OR 部署 AND OR NOT", _sub("like", ("部署",))),
+        ("ภาษาไทย", _sub("trigram", ("ภาษาไทย",), match='"ภาษาไทย"')),
     ],
 )
 def test_plan_search(query: str, plan: SearchPlan) -> None:
@@ -104,6 +141,10 @@ def test_plan_search(query: str, plan: SearchPlan) -> None:
         ("hello", [7]),
         ("foo:bar", []),
         ("ｶﾀｶﾅ", [9]),
+        ("你好 only", [3]),
+        ("only 你好", [3]),
+        ("100% 你好", []),
+        ("100% sure", [8]),
     ],
 )
 def test_plans_find_the_expected_messages(query: str, found: list[int]) -> None:
@@ -126,8 +167,18 @@ def test_like_pattern(term: str, pattern: str) -> None:
 
 
 def test_like_wildcards_in_terms_are_literal() -> None:
-    assert _run(SearchPlan("like", like_terms=("100%", "sure_thing"))) == [8]
-    assert _run(SearchPlan("like", like_terms=("1_0",))) == []
+    assert _run(plan_search("100% sure_thing ✓")) == []
+    assert _run(_sub("like", ("100%", "sure_thing"))) == [8]
+    assert _run(_sub("like", ("1_0",))) == []
+
+
+def test_ascii_lower_leaves_other_letters() -> None:
+    assert ascii_lower("DOCKER Ünïcode ПРИВЕТ") == "docker Ünïcode ПРИВЕТ"
+
+
+def test_too_many_substring_terms_are_refused() -> None:
+    with pytest.raises(ValueError, match="too many terms"):
+        plan_search("部署 " + "x " * 64)
 
 
 PLAN_FRAGMENTS = st.sampled_from(
@@ -147,11 +198,37 @@ def test_plan_search_never_raises_and_its_plans_run(query: str) -> None:
     if plan.kind == "empty":
         assert plan.match is None
         assert plan.like_terms == ()
-    elif plan.kind == "like":
-        assert plan.match is None
-        assert plan.like_terms
-        assert all(plan.like_terms)
-    else:
+    elif plan.kind == "fts":
         assert plan.match
         assert plan.like_terms == ()
+    else:
+        assert plan.kind == "like" or plan.match
+        assert plan.groups
+        assert all(plan.like_terms)
     _run(plan)
+
+
+def test_an_empty_plan_has_no_sqlite_statement() -> None:
+    from hermes_store.search.engine import SearchFilters
+    from hermes_store.search.sqlite import statement
+
+    assert statement(SearchPlan("empty"), SearchFilters(), 20, 0) is None
+
+
+@pytest.mark.parametrize(
+    ("term", "regex"),
+    [
+        ("docker", "[dD][oO][cC][kK][eE][rR]"),
+        ("C++", "[cC]\\+\\+"),
+        ("a.b$", "[aA]\\.[bB]\\$"),
+        ("部署x", "部署[xX]"),
+    ],
+)
+def test_postgresql_regex_folds_ascii_letters_only(term: str, regex: str) -> None:
+    import re
+
+    from hermes_store.search.postgres import _ascii_insensitive_regex
+
+    assert _ascii_insensitive_regex(term) == regex
+    assert re.search(regex, f"xx {term.upper()} yy")
+    assert not re.search(regex, f"xx {term[:-1]} yy")
