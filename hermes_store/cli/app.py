@@ -86,8 +86,9 @@ def _build_target(db: str | None, url: str | None, no_color: bool, debug: bool) 
     if db is not None:
         return StoreTarget(resolve_url(os.path.expanduser(db)), no_color=no_color, debug=debug)
     # A --url that is not a URL is an error, never taken as a file name to create.
-    parsed = parse_url(url) if url else resolve_url(None)
-    return StoreTarget(parsed, no_color=no_color, debug=debug)
+    if url:
+        return StoreTarget(parse_url(url), no_color=no_color, debug=debug)
+    return StoreTarget(resolve_url(None), no_color=no_color, debug=debug, default_location=True)
 
 
 @click.group(cls=StoreGroup, epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"]})

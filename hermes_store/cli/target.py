@@ -43,6 +43,9 @@ class StoreTarget:
     url: URL
     no_color: bool = False
     debug: bool = False
+    default_location: bool = False
+    """True when no --db/--url/$HERMES_STORE_URL chose the store: it is Hermes' own
+    ``$HERMES_HOME/state.db``, whose folder a command that creates the store may create."""
 
     @property
     def path(self) -> Path | None:
@@ -77,9 +80,12 @@ class StoreTarget:
         """Fail with a one-line error when a new SQLite file's folder does not exist.
 
         A mistyped path must not leave folders behind; only ``SessionDB`` (as upstream's
-        did) creates the folder of its database.
+        did) creates the folder of its database, and so does a creating command on the
+        default location (a fresh machine has no ``~/.hermes`` yet, and nobody typed it).
         """
         path = self.path
+        if path is not None and self.default_location and not path.parent.exists():
+            path.parent.mkdir(mode=0o700, parents=True)
         if path is not None and not path.exists() and not path.parent.is_dir():
             raise CliError(
                 f"no folder {path.parent} to create {path.name} in; check the path, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from click.shell_completion import CompletionItem
 from click.testing import CliRunner, Result
@@ -139,3 +140,28 @@ def test_progress_bars_are_drawn_on_a_terminal(runner: CliRunner, seeded_db: Pat
 
 def test_progress_bars_are_hidden_in_pipes(invoke: Invoke, tmp_path: Path) -> None:
     assert "Exporting" not in invoke("export", "-o", str(tmp_path / "x.jsonl")).output
+
+
+def test_readme_main_job_on_a_fresh_home_creates_the_default_store(
+    tmp_path: Path, hermes_store_proc: Callable[..., Any]
+) -> None:
+    """The README's first command on a machine where Hermes never ran (no ~/.hermes)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home)}
+    hermes_store_proc("upgrade", env=env)
+    info = hermes_store_proc("info", env=env)
+    store = home / ".hermes" / "state.db"
+    assert store.is_file()
+    assert str(store) in info.stdout
+    assert (store.parent.stat().st_mode & 0o777) == 0o700
+
+
+def test_a_mistyped_db_folder_is_still_refused_and_not_created(
+    tmp_path: Path, hermes_store_proc: Callable[..., Any]
+) -> None:
+    missing = tmp_path / "no" / "such" / "dir" / "x.db"
+    result = hermes_store_proc("--db", str(missing), "upgrade", check=False)
+    assert result.returncode != 0
+    assert "mkdir -p" in result.stderr
+    assert not (tmp_path / "no").exists()
