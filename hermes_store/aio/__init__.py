@@ -1,7 +1,8 @@
 """hermes_store for asyncio services: :class:`AsyncSessionDB` and :class:`AsyncUnitOfWork`.
 
-Needs the ``async`` extra (``pip install 'hermes-store[async]'``): aiosqlite and
-SQLAlchemy's greenlet support; PostgreSQL uses psycopg's async mode (``[postgres]``).
+Its drivers (aiosqlite, SQLAlchemy's greenlet support) are core dependencies; an
+environment that lost them gets an error saying what to install. PostgreSQL uses
+psycopg's async mode (``[postgres]``).
 """
 
 try:
