@@ -41,19 +41,16 @@ def store_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def aio_pg_url() -> Iterator[str]:
-    """A fresh PostgreSQL database at head for the asyncio tests (dropped afterwards)."""
-    import os
+def aio_pg_url(pg_admin_url: str) -> Iterator[str]:
+    """A fresh PostgreSQL database at head for the asyncio tests (dropped afterwards).
+
+    On the server the root conftest provides (``HERMES_TEST_PG_URL`` or a throwaway one).
+    """
     import uuid
 
     import sqlalchemy as sa
 
-    configured = os.environ.get("HERMES_TEST_PG_URL")
-    if not configured:
-        reason = "HERMES_TEST_PG_URL is not set: the PostgreSQL asyncio tests are skipped"
-        if os.environ.get("HERMES_TEST_REQUIRE_PG"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    configured = pg_admin_url
     admin_url = sa.make_url(configured)
     name = f"hermes_aio_{uuid.uuid4().hex[:10]}"
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
