@@ -24,8 +24,13 @@ import shutil
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+
+import sqlalchemy as sa
 
 PG_URL_VARIABLE = "HERMES_TEST_PG_URL"
 REQUIRE_VARIABLE = "HERMES_TEST_REQUIRE_PG"
@@ -182,3 +187,19 @@ if __name__ == "__main__":
 
 
 __all__ = ["ThrowawayServer", "find_pg_ctl", "mode", "psql_path"]
+
+
+@contextmanager
+def scratch_database(admin_url: str, prefix: str = "hermes_s") -> Iterator[str]:
+    """Create an empty database on ``admin_url``'s server, yield its URL, drop it afterwards."""
+    admin = sa.make_url(admin_url)
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with engine.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        engine.dispose()

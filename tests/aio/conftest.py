@@ -46,24 +46,11 @@ def aio_pg_url(pg_admin_url: str) -> Iterator[str]:
 
     On the server the root conftest provides (``HERMES_TEST_PG_URL`` or a throwaway one).
     """
-    import uuid
+    from pg_server import scratch_database
 
-    import sqlalchemy as sa
-
-    configured = pg_admin_url
-    admin_url = sa.make_url(configured)
-    name = f"hermes_aio_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    url = admin_url.set(database=name).render_as_string(hide_password=False)
-    SessionDB(url=url).close()
-    try:
+    with scratch_database(pg_admin_url, prefix="hermes_aio") as url:
+        SessionDB(url=url).close()
         yield url
-    finally:
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

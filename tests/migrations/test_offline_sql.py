@@ -16,6 +16,7 @@ from typing import Any
 import pg_server
 import pytest
 import sqlalchemy as sa
+from pg_server import scratch_database
 from support import run_alembic
 
 SQLITE3 = shutil.which("sqlite3")
@@ -115,19 +116,8 @@ def run_psql(url: str, script: str) -> None:
 
 @pytest.fixture
 def second_pg_url(pg_admin_url: str) -> Any:
-    import uuid
-
-    admin = sa.make_url(pg_admin_url)
-    name = f"hermes_t_{uuid.uuid4().hex[:12]}"
-    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
-    with engine.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield admin.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with engine.connect() as connection:
-            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        engine.dispose()
+    with scratch_database(pg_admin_url, prefix="hermes_t") as url:
+        yield url
 
 
 def test_postgresql_offline_upgrade_from_empty_runs_and_matches_online(

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from pg_scratch import scratch_database
+from pg_server import scratch_database
 
 from hermes_store import SessionDB, create_engine, upgrade
 

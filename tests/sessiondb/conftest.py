@@ -48,23 +48,11 @@ def pg_store_url(pg_admin_url: str) -> Iterator[str]:
     Each xdist worker is its own process, so each gets its own database: workers never
     see each other's rows.
     """
-    import uuid
+    from pg_server import scratch_database
 
-    import sqlalchemy as sa
-
-    admin_url = sa.make_url(pg_admin_url)
-    name = f"hermes_suite_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    url = admin_url.set(database=name).render_as_string(hide_password=False)
-    SessionDB(url=url).close()
-    try:
+    with scratch_database(pg_admin_url, prefix="hermes_suite") as url:
+        SessionDB(url=url).close()
         yield url
-    finally:
-        with admin.connect() as connection:
-            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
 
 
 PSYCOPG_INTEGRITY = "the driver's IntegrityError is psycopg's, not sqlite3's"
