@@ -29,6 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 
 from hermes_store.errors import DatabaseNotFound, MissingDriver, UnsafePath, UnsupportedURL
+from hermes_store.execution import driver_execute
 from hermes_store.paths import default_db_path
 from hermes_store.urls import sync_driver_url
 
@@ -287,8 +288,6 @@ def _listen_begin(engine: Engine) -> None:
             return
         # SQLAlchemy's documented pysqlite recipe, on the lean execution path (so that
         # events see BEGIN too, at little cost: this runs once per transaction).
-        from hermes_store.execution import driver_execute
-
         driver_execute(connection, "BEGIN IMMEDIATE" if options.get(_WRITE_OPTION) else "BEGIN", begin=False)
 
 

@@ -23,7 +23,6 @@ Columns named in ``content_keys`` hold message content and are mapped back from 
 backend's storage form by :class:`hermes_store.types.MessageContent`'s result processor.
 """
 
-
 from __future__ import annotations
 
 import re
@@ -77,7 +76,7 @@ def _translated(connection: Connection, sql: str, params: Mapping[str, Any]) -> 
     statement, order = translated
     if order is None:
         return statement, dict(params)
-    return statement, tuple(params[name] for name in order)
+    return statement, [params[name] for name in order]
 
 
 def _lean_path_available() -> bool:
@@ -97,6 +96,8 @@ class DriverResult(NamedTuple):
 
     names: list[str] | None
     rows: list[Any]
+    lastrowid: int | None = None
+    """The driver cursor's ``lastrowid`` (SQLite: the rowid an ``INSERT`` just assigned)."""
 
 
 def driver_execute(
@@ -111,15 +112,37 @@ def driver_execute(
     ``begin=False`` is for the statement that begins the transaction itself.
     """
     if not _LEAN:
+        if isinstance(parameters, list):  # exec_driver_sql reads a list as many rows
+            parameters = tuple(parameters)
         result = connection.exec_driver_sql(statement, parameters)
         if not result.returns_rows:
-            return DriverResult(None, [])
+            return DriverResult(None, [], result.lastrowid)
         return DriverResult(list(result.keys()), list(result.fetchall()))
     if begin and not connection.in_transaction():
         connection.begin()
+    dispatch = connection.dispatch
+    if connection._echo or dispatch.before_cursor_execute or dispatch.after_cursor_execute:
+        return _observed_execute(connection, statement, parameters)
+    # Nobody is watching statements: skip building the execution context (most of the
+    # cost of this path) unless the statement fails and its error must be wrapped.
+    cursor = connection.connection.cursor()
+    try:
+        cursor.execute(statement, parameters)
+        return _result(cursor)
+    except BaseException as exc:
+        connection._handle_dbapi_exception(
+            exc, statement, parameters, cursor, _context(connection, statement, parameters)
+        )
+        raise  # not reached: the call above raises the wrapped error
+    finally:
+        cursor.close()
+
+
+def _context(connection: Connection, statement: str, parameters: Any) -> Any:
+    """The execution context ``exec_driver_sql`` would build for ``statement``."""
     dialect = connection.dialect
     # The dialect's own context class, as exec_driver_sql builds it.
-    context = dialect.execution_ctx_cls._init_statement(
+    context: Any = dialect.execution_ctx_cls._init_statement(
         dialect,
         connection,
         connection.connection,
@@ -127,24 +150,31 @@ def driver_execute(
         statement,
         [parameters],
     )
+    return context
+
+
+def _result(cursor: Any) -> DriverResult:
+    description = cursor.description
+    if description is None:
+        return DriverResult(None, [], getattr(cursor, "lastrowid", None))
+    return DriverResult([column[0] for column in description], list(cursor.fetchall()))
+
+
+def _observed_execute(connection: Connection, statement: str, parameters: Any) -> DriverResult:
+    """:func:`driver_execute` with listeners or echo: the steps of SQLAlchemy's own
+    execution, with an execution context the listeners receive."""
+    context = _context(connection, statement, parameters)
     cursor = context.cursor
+    dispatch = connection.dispatch
     try:
-        events = connection._has_events or connection.engine._has_events
-        if events:
-            for listener in connection.dispatch.before_cursor_execute:
-                statement, parameters = listener(connection, cursor, statement, parameters, context, False)
+        for listener in dispatch.before_cursor_execute:
+            statement, parameters = listener(connection, cursor, statement, parameters, context, False)
         if connection._echo:
             connection._log_info(statement)
             connection._log_info("[driver SQL] %r", parameters)
-        dialect.do_execute(cursor, statement, parameters, context)
-        if events:
-            connection.dispatch.after_cursor_execute(
-                connection, cursor, statement, parameters, context, False
-            )
-        description = cursor.description
-        if description is None:
-            return DriverResult(None, [])
-        return DriverResult([column[0] for column in description], list(cursor.fetchall()))
+        connection.dialect.do_execute(cursor, statement, parameters, context)
+        dispatch.after_cursor_execute(connection, cursor, statement, parameters, context, False)
+        return _result(cursor)
     except BaseException as exc:
         connection._handle_dbapi_exception(exc, statement, parameters, cursor, context)
         raise  # not reached: the call above raises the wrapped error
@@ -156,9 +186,14 @@ def run_driver_sql(db: Bind, sql: str, params: Mapping[str, Any]) -> list[Any]:
     """Run a short hand-written statement (named ``:param`` placeholders, no list values,
     values already in the driver's form) on the lean path of :func:`driver_execute`.
     For the hot path of writes; returns the rows, if the statement returns any."""
+    return driver_sql_result(db, sql, params).rows
+
+
+def driver_sql_result(db: Bind, sql: str, params: Mapping[str, Any]) -> DriverResult:
+    """:func:`run_driver_sql`, returning the whole :class:`DriverResult` (``lastrowid``)."""
     connection = connection_of(db)
     statement, parameters = _translated(connection, sql, params)
-    return driver_execute(connection, statement, parameters).rows
+    return driver_execute(connection, statement, parameters)
 
 
 def _expanding(sql: str, values: Mapping[str, Any]) -> frozenset[str]:
@@ -211,8 +246,8 @@ def _fetch(
         return list(result.keys()), list(result.fetchall())
     connection = connection_of(db)
     statement, parameters = _translated(connection, sql, values)
-    names, rows = driver_execute(connection, statement, parameters)
-    names = names or []
+    lean = driver_execute(connection, statement, parameters)
+    names, rows = lean.names or [], lean.rows
     if content:
         to_python = _CONTENT.result_processor(connection.dialect, None)
         if to_python is not None:  # what the column type's result processing would do

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeVar
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
-from sqlalchemy.engine import URL, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 
 from hermes_store import codec, conversation, maintenance
 from hermes_store.engine import adopt_engine, create_engine, parse_url, resolve_url, sqlite_path
@@ -143,15 +143,15 @@ class SessionDB:
         """Run ``fn(connection)`` in one retried write transaction (upstream's primitive)."""
         self._check_open()
 
-        def work(db: orm.Session) -> T:
-            return fn(db.connection().connection.driver_connection)
+        def work(db: Connection) -> T:
+            return fn(db.connection.driver_connection)
 
         return self._write(work, "a raw write")
 
-    def _write(self, work: Callable[[orm.Session], T], operation: str) -> T:
+    def _write(self, work: Callable[[Connection], T], operation: str) -> T:
         self._check_open()
         try:
-            return self._uow.write(work, operation)
+            return self._uow.write_connection(work, operation)
         except sa_exc.IntegrityError as exc:
             raise _reraise_integrity(exc) from exc
         except sa_exc.StatementError as exc:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sqlalchemy import orm
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from hermes_store.aio.bridge import GreenletLock, current_call, pause, run_in_greenlet
@@ -104,6 +105,11 @@ class AsyncUnitOfWork:
         whole); the caller sees ``CancelledError`` at once.
         """
         return await self.run(self.sync.write, work, operation)
+
+    async def write_connection(self, work: Callable[[Connection], T], operation: str) -> T:
+        """:meth:`write` with a Core :class:`~sqlalchemy.engine.Connection` for ``work``
+        instead of an ORM session (as :meth:`UnitOfWork.write_connection`)."""
+        return await self.run(self.sync.write_connection, work, operation)
 
     async def read(self, work: Callable[[orm.Session], T]) -> T:
         """Run ``work(session)`` in a read transaction that never takes the write lock."""

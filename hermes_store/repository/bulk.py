@@ -61,4 +61,3 @@ def link_parents(db: orm.Session, wanted: dict[str, str]) -> dict[str, str]:
         else:
             waiting[child] = parent
     return waiting
-

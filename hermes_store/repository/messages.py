@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 
 from hermes_store.backends import backend_for
-from hermes_store.execution import Bind, connection_of, fetch_dicts, run, run_driver_sql
+from hermes_store.execution import Bind, connection_of, driver_sql_result, fetch_dicts, run, run_driver_sql
 from hermes_store.models import Message, Session
 
 CONVERSATION_COLUMNS = (
@@ -78,13 +78,29 @@ class NewMessage:
 _MESSAGE_FIELDS = tuple(column.name for column in Message.__table__.columns if column.name != "id")
 _INSERT_MESSAGE = (
     f"INSERT INTO messages ({', '.join(_MESSAGE_FIELDS)}) "
-    f"VALUES ({', '.join(':' + name for name in _MESSAGE_FIELDS)}) RETURNING id"
+    f"VALUES ({', '.join(':' + name for name in _MESSAGE_FIELDS)})"
+)
+_INSERT_MESSAGE_RETURNING_ID = _INSERT_MESSAGE + " RETURNING id"
+# COALESCE: a row written by other code may hold NULL counters (upstream's columns only
+# default to 0); NULL + 1 would stay NULL.
+_BUMP_MESSAGE_COUNT = (
+    "UPDATE sessions SET message_count = COALESCE(message_count, 0) + 1 WHERE id = :session_id"
 )
 _BUMP_COUNTERS = (
     "UPDATE sessions SET message_count = COALESCE(message_count, 0) + 1, "
     "tool_call_count = COALESCE(tool_call_count, 0) + :tool_calls WHERE id = :session_id"
 )
 _MESSAGE_CONTENT = Message.__table__.c.content.type
+_content_to_storage: dict[str, Any] = {}
+
+
+def _storage_form(dialect: Any) -> Any:
+    """The content column type's bind processor for ``dialect`` (``None``: unchanged)."""
+    try:
+        return _content_to_storage[dialect.name]
+    except KeyError:
+        processor = _content_to_storage[dialect.name] = _MESSAGE_CONTENT.bind_processor(dialect)
+        return processor
 
 
 def append(db: Bind, session_id: str, message: NewMessage) -> int:
@@ -94,14 +110,19 @@ def append(db: Bind, session_id: str, message: NewMessage) -> int:
     """
     connection = connection_of(db)
     row = message.row(session_id, time.time())
-    to_storage = _MESSAGE_CONTENT.bind_processor(connection.dialect)
+    to_storage = _storage_form(connection.dialect)
     if to_storage is not None:  # driver SQL skips column types: map content as the type would
         row["content"] = to_storage(row["content"])
-    new_id = run_driver_sql(connection, _INSERT_MESSAGE, row)[0][0]
-    run_driver_sql(
-        connection, _BUMP_COUNTERS, {"session_id": session_id, "tool_calls": message.tool_call_units}
-    )
-    return int(new_id)
+    if backend_for(connection).reports_inserted_rowid:
+        new_id = driver_sql_result(connection, _INSERT_MESSAGE, row).lastrowid
+    else:
+        new_id = run_driver_sql(connection, _INSERT_MESSAGE_RETURNING_ID, row)[0][0]
+    if message.tool_call_units:
+        bump = {"session_id": session_id, "tool_calls": message.tool_call_units}
+        run_driver_sql(connection, _BUMP_COUNTERS, bump)
+    else:
+        run_driver_sql(connection, _BUMP_MESSAGE_COUNT, {"session_id": session_id})
+    return int(new_id)  # type: ignore[arg-type]
 
 
 def replace_all(db: Bind, session_id: str, messages: Sequence[NewMessage]) -> None:

@@ -235,8 +235,7 @@ def _substring_condition(
 
     groups = [
         " AND ".join(
-            [required(term) for term in group.required]
-            + [f"NOT {test(term)}" for term in group.excluded]
+            [required(term) for term in group.required] + [f"NOT {test(term)}" for term in group.excluded]
         )
         for group in plan.groups
     ]

@@ -20,11 +20,13 @@ from pathlib import Path
 import pytest
 from aio_support import Processes
 from sqlalchemy import event, orm, text
+from sqlalchemy.engine import Connection
 
 from hermes_store import SessionDB
 from hermes_store.aio import AsyncSessionDB, AsyncUnitOfWork, create_async_engine
 from hermes_store.engine import JournalModeWarning
 from hermes_store.errors import NestedWrite, WriteConflict
+from hermes_store.repository import meta
 
 
 def _public_methods(cls: type) -> dict[str, object]:
@@ -176,6 +178,26 @@ def test_the_async_unit_of_work_commits_reads_and_rolls_back(store_path: Path) -
                 ).scalar()
 
             return await uow.read(get("kept")), await uow.read(get("half")), uow.write_count
+        finally:
+            await uow.close()
+
+    assert asyncio.run(scenario()) == ("1", None, 1)
+
+
+def test_the_async_unit_of_work_writes_on_a_core_connection(store_path: Path) -> None:
+    async def scenario() -> tuple[object, object, int]:
+        uow = AsyncUnitOfWork(create_async_engine(store_path))
+        try:
+
+            def half(conn: Connection) -> None:
+                meta.put(conn, "half", "1")
+                raise ValueError("boom")
+
+            await uow.write_connection(lambda conn: meta.put(conn, "kept", "1"), "writing")
+            with pytest.raises(ValueError, match="boom"):
+                await uow.write_connection(half, "writing")
+            kept = await uow.read(lambda s: meta.get(s, "kept"))
+            return kept, await uow.read(lambda s: meta.get(s, "half")), uow.write_count
         finally:
             await uow.close()
 

@@ -97,3 +97,33 @@ def test_scalar_text_and_run(connection: Connection) -> None:
     assert execution.scalar_text(connection, select(Session.id).where(Session.id == "s1")) == "s1"
     assert execution.scalar_text(connection, select(Session.id).where(Session.id == "none")) is None
     assert execution.run(connection, select(func.count()).select_from(Session)).scalar_one() == 3
+
+
+def test_listeners_added_or_removed_later_switch_between_fast_and_observed_paths(store: SessionDB) -> None:
+    """No listener: statements skip the execution context; one added later sees every
+    statement at once, and removing it brings the fast path back with the same results."""
+    quiet_id = store.append_message("s1", "user", "unobserved")
+    seen: list[str] = []
+
+    def note(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        seen.append(statement)
+
+    event.listen(store.engine, "before_cursor_execute", note)
+    watched_id = store.append_message("s1", "user", "observed")
+    event.remove(store.engine, "before_cursor_execute", note)
+    after_id = store.append_message("s1", "user", "unobserved again")
+    assert [s.split()[0] for s in seen] == ["BEGIN", "INSERT", "UPDATE"]
+    assert seen[-1].startswith("UPDATE sessions SET message_count")
+    assert quiet_id < watched_id < after_id
+    assert [m["id"] for m in store.get_messages("s1")][-3:] == [quiet_id, watched_id, after_id]
+
+
+def test_the_fast_path_wraps_driver_errors_like_sqlalchemy(connection: Connection) -> None:
+    with pytest.raises(exc.IntegrityError) as caught:
+        execution.run_driver_sql(
+            connection,
+            "INSERT INTO sessions (id, source) VALUES (:id, :source)",
+            {"id": "s0", "source": "cli"},
+        )
+    assert caught.value.statement is not None and "INSERT INTO sessions" in caught.value.statement
+    assert connection.in_transaction()  # the lean path began the transaction it ran in

@@ -5,15 +5,17 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+import threading
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 from sqlalchemy import orm
+from sqlalchemy.engine import Connection
 from support import REPO_ROOT
 
 from hermes_store import SessionDB
-from hermes_store.repository import messages, sessions
+from hermes_store.repository import messages, meta, sessions
 
 
 def readme_block(heading: str) -> str:
@@ -72,3 +74,57 @@ def test_the_cli_runs_no_sql_of_its_own() -> None:
     # Its queries live in hermes_store.repository (and .doctor, .backup); the CLI prints.
     found = cli_lines_matching(r"exec_driver_sql|(?<![.\w])(?:select|insert|update|delete|text)\(|PRAGMA")
     assert found == [], os.linesep.join(found)
+
+
+def test_write_connection_composes_repository_calls_on_a_core_connection(db_path: Path) -> None:
+    db = SessionDB(db_path)
+
+    def start(conn: Connection) -> int:
+        sessions.insert_session(conn, "s", "cli")
+        first = messages.append(conn, "s", messages.NewMessage(role="user", content="hi"))
+        second = messages.append(
+            conn,
+            "s",
+            messages.NewMessage(
+                role="assistant", content="ok", tool_calls='[{"id": "c1"}]', tool_call_units=1
+            ),
+        )
+        assert second == first + 1
+        meta.put(conn, "last", "s")
+        return second
+
+    last_id = db.unit_of_work.write_connection(start, "starting")
+    row = db.get_session("s")
+    assert row is not None and (row["message_count"], row["tool_call_count"]) == (2, 1)
+    assert [m["id"] for m in db.get_messages("s")][-1] == last_id
+    assert db.get_meta("last") == "s"
+
+    def half_then_fail(conn: Connection) -> None:
+        messages.append(conn, "s", messages.NewMessage(role="user", content="lost"))
+        raise RuntimeError("no")
+
+    with pytest.raises(RuntimeError):
+        db.unit_of_work.write_connection(half_then_fail, "failing")
+    assert db.message_count("s") == 2
+    db.close()
+
+
+def test_write_connection_retries_while_another_connection_holds_the_lock(db_path: Path) -> None:
+    db = SessionDB(db_path)
+    db.create_session("s", "cli")
+    holder = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    # Held longer than the 1 s busy timeout: only a retry of the whole write gets through.
+    timer = threading.Timer(1.5, lambda: holder.execute("ROLLBACK"))
+    timer.start()
+    try:
+        new_id = db.unit_of_work.write_connection(
+            lambda conn: messages.append(conn, "s", messages.NewMessage(role="user", content="later")),
+            "appending after a wait",
+        )
+    finally:
+        timer.join()
+        holder.close()
+    assert db.get_messages("s")[-1]["id"] == new_id
+    assert db.message_count("s") == 1
+    db.close()
