@@ -120,12 +120,11 @@ def driver_execute(
         return DriverResult(list(result.keys()), list(result.fetchall()))
     if begin and not connection.in_transaction():
         connection.begin()
-    dispatch = connection.dispatch
-    if connection._echo or dispatch.before_cursor_execute or dispatch.after_cursor_execute:
+    if connection._echo or _watched(connection.dispatch):
         return _observed_execute(connection, statement, parameters)
     # Nobody is watching statements: skip building the execution context (most of the
     # cost of this path) unless the statement fails and its error must be wrapped.
-    cursor = connection.connection.cursor()
+    cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         cursor.execute(statement, parameters)
         return _result(cursor)
@@ -136,6 +135,21 @@ def driver_execute(
         raise  # not reached: the call above raises the wrapped error
     finally:
         cursor.close()
+
+
+def _watched(dispatch: Any) -> bool:
+    """Whether any ``before_cursor_execute``/``after_cursor_execute`` listener is set on
+    the connection, its engine or their classes (checked per statement, so a listener
+    added at any time sees the next statement)."""
+    # The joined dispatcher's own truth test walks two property lookups per event; asking
+    # the engine-level and connection-level collections directly is the same question.
+    engine_level, connection_level = dispatch.parent, dispatch.local
+    return bool(
+        engine_level.before_cursor_execute
+        or engine_level.after_cursor_execute
+        or connection_level.before_cursor_execute
+        or connection_level.after_cursor_execute
+    )
 
 
 def _context(connection: Connection, statement: str, parameters: Any) -> Any:

@@ -265,12 +265,27 @@ class UnitOfWork:
     def _count_success(self) -> None:
         self.write_count += 1
         if self.checkpoint_every and self.write_count % self.checkpoint_every == 0:
-            self.checkpoint()
+            # Still holding the writer lock: the write connection is idle and ours. Another
+            # connection would cost a pool checkout and its own look at the WAL index.
+            connection = self._write_connection
+            if connection is not None and not connection.in_transaction():
+                self._checkpoint_on(connection)
+            else:
+                self.checkpoint()
 
     def checkpoint(self) -> None:
         """Best-effort WAL checkpoint (PASSIVE) on SQLite; never raises."""
         try:
-            self._backend.checkpoint(self.engine)
+            connection = self.engine.connect()
+        except Exception as exc:  # a checkpoint is an optimisation; never fail for it
+            log.debug("WAL checkpoint skipped: %s", exc)
+            return
+        with connection:
+            self._checkpoint_on(connection)
+
+    def _checkpoint_on(self, connection: Connection) -> None:
+        try:
+            self._backend.checkpoint(connection)
         except Exception as exc:  # a checkpoint is an optimisation; never fail a write for it
             log.debug("WAL checkpoint skipped: %s", exc)
 

@@ -79,8 +79,9 @@ class Backend(Protocol):
     def lock_for_migration(self, connection: Connection) -> None:
         """Serialise migrators inside the migration's transaction."""
 
-    def checkpoint(self, engine: Engine) -> None:
-        """Best-effort log checkpoint after a run of writes (may do nothing)."""
+    def checkpoint(self, connection: Connection) -> None:
+        """Best-effort log checkpoint after a run of writes (may do nothing), on
+        ``connection`` outside any transaction."""
 
     def vacuum(self, engine: Engine) -> None:
         """Reclaim space and refresh statistics, outside any transaction."""

@@ -116,7 +116,7 @@ class PostgreSQLBackend:
         connection.exec_driver_sql("SET LOCAL lock_timeout = 0")
         connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
 
-    def checkpoint(self, engine: Engine) -> None:
+    def checkpoint(self, connection: Connection) -> None:
         """Nothing: the server checkpoints on its own."""
 
     def vacuum(self, engine: Engine) -> None:

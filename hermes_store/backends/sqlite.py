@@ -22,6 +22,7 @@ from sqlalchemy.types import TypeEngine
 
 from hermes_store.codec import CONTENT_JSON_PREFIX
 from hermes_store.engine import NO_BEGIN_OPTION
+from hermes_store.execution import driver_execute
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +96,9 @@ class SQLiteBackend:
     def lock_for_migration(self, connection: Connection) -> None:
         """Nothing: the migration's ``BEGIN IMMEDIATE`` already holds the write lock."""
 
-    def checkpoint(self, engine: Engine) -> None:
-        """``PRAGMA wal_checkpoint(PASSIVE)`` outside any transaction."""
-        with engine.connect().execution_options(**{NO_BEGIN_OPTION: True}) as connection:
-            connection.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").close()
+    def checkpoint(self, connection: Connection) -> None:
+        """``PRAGMA wal_checkpoint(PASSIVE)`` in autocommit mode (no transaction begun)."""
+        driver_execute(connection, "PRAGMA wal_checkpoint(PASSIVE)", begin=False)
 
     def vacuum(self, engine: Engine) -> None:
         """``PRAGMA wal_checkpoint(TRUNCATE)`` (best effort), then ``VACUUM`` (errors propagate)."""
