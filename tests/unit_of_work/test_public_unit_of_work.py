@@ -10,7 +10,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from sqlalchemy import orm
+from sqlalchemy import event, orm
 from sqlalchemy.engine import Connection
 from support import REPO_ROOT
 
@@ -127,4 +127,30 @@ def test_write_connection_retries_while_another_connection_holds_the_lock(db_pat
         holder.close()
     assert db.get_messages("s")[-1]["id"] == new_id
     assert db.message_count("s") == 1
+    db.close()
+
+
+def test_every_nth_write_checkpoints_the_wal_on_the_write_connection(db_path: Path) -> None:
+    from hermes_store.unit_of_work import UnitOfWork
+
+    db = SessionDB(db_path)
+    db.create_session("s", "cli")
+    uow = UnitOfWork(db.engine, checkpoint_every=5, owns_engine=False)
+    seen: list[tuple[str, int]] = []
+
+    def note(conn: Connection, cursor: object, statement: str, *rest: object) -> None:
+        seen.append((statement, id(conn.connection.driver_connection)))
+
+    event.listen(db.engine, "before_cursor_execute", note)
+    for n in range(10):
+        uow.write_connection(
+            lambda conn, n=n: messages.append(conn, "s", messages.NewMessage(role="user", content=f"m{n}")),
+            "appending",
+        )
+    event.remove(db.engine, "before_cursor_execute", note)
+    writer = {driver for statement, driver in seen if statement.startswith("BEGIN IMMEDIATE")}
+    checkpoints = [driver for statement, driver in seen if "wal_checkpoint" in statement]
+    assert len(checkpoints) == 2 and set(checkpoints) == writer  # after writes 5 and 10
+    uow.close()
+    assert db.message_count("s") == 10
     db.close()
