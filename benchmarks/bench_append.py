@@ -5,8 +5,8 @@ one call per message (the session is created first, untimed in the latency lists
 
 * the plain-``sqlite3`` baseline;
 * ``hermes_store.SessionDB``;
-* hermes_store's repository layer without the facade: ``UnitOfWork.write`` running
-  ``repository.messages.append`` (what the facade adds on top is its argument encoding).
+* hermes_store's repository layer without the facade: ``UnitOfWork.write_connection``
+  running ``repository.messages.append`` (what the facade adds on top is its argument encoding).
 
 The order of the contenders rotates from round to round. Throughput is messages divided by the
 time spent inside ``append_message``; each figure is the median over rounds of that round's value.
@@ -84,7 +84,9 @@ class RepositoryStore:
             reasoning=reasoning,
             tool_call_units=codec.count_tool_calls(tool_calls),
         )
-        return self.uow.write(lambda db: messages.append(db, session_id, message), "appending a message")
+        return self.uow.write_connection(
+            lambda db: messages.append(db, session_id, message), "appending a message"
+        )
 
     def close(self) -> None:
         self.uow.close()
