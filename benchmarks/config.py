@@ -62,7 +62,7 @@ def _full(seed: int, cache_dir: Path) -> RunConfig:
         append_sessions=40,
         append_messages_per_session=25,
         contention_writers=(4, 8),
-        contention_messages=150,
+        contention_messages=300,
         contention_rounds=5,
         cold_rounds=10,
         upgrade_messages=(20_000, 200_000),
