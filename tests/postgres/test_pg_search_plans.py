@@ -52,7 +52,9 @@ ZEBRA = MESSAGES // 997  # messages holding ' zebrafinch 数据库服务器 记�
 QUOKKA = MESSAGES // 1499
 
 
-@pytest.fixture(scope="module")
+# Session scope: xdist interleaves this module's tests with others on a worker, and a
+# module-scoped fixture would then be rebuilt (about 14 s) for each of them.
+@pytest.fixture(scope="session")
 def big_store(pg_admin_url: str) -> Iterator[SessionDB]:
     with scratch_database(pg_admin_url, "hermes_plans") as url:
         upgrade(url, "0011")
