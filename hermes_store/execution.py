@@ -141,15 +141,9 @@ def _watched(dispatch: Any) -> bool:
     """Whether any ``before_cursor_execute``/``after_cursor_execute`` listener is set on
     the connection, its engine or their classes (checked per statement, so a listener
     added at any time sees the next statement)."""
-    # The joined dispatcher's own truth test walks two property lookups per event; asking
-    # the engine-level and connection-level collections directly is the same question.
-    engine_level, connection_level = dispatch.parent, dispatch.local
-    return bool(
-        engine_level.before_cursor_execute
-        or engine_level.after_cursor_execute
-        or connection_level.before_cursor_execute
-        or connection_level.after_cursor_execute
-    )
+    # The joined dispatcher's own truth test: a listener set on one connection upgrades
+    # the collection that test holds, not the one the dispatcher's ``local`` names.
+    return bool(dispatch.before_cursor_execute) or bool(dispatch.after_cursor_execute)
 
 
 def _context(connection: Connection, statement: str, parameters: Any) -> Any:

@@ -127,3 +127,13 @@ def test_the_fast_path_wraps_driver_errors_like_sqlalchemy(connection: Connectio
         )
     assert caught.value.statement is not None and "INSERT INTO sessions" in caught.value.statement
     assert connection.in_transaction()  # the lean path began the transaction it ran in
+
+
+def test_a_listener_on_one_connection_sees_its_statements(store: SessionDB) -> None:
+    with store._uow.read_connection() as conn:
+        assert execution._watched(conn.dispatch) is False
+        seen: list[str] = []
+        event.listen(conn, "before_cursor_execute", lambda *args: seen.append(args[2]))
+        assert execution._watched(conn.dispatch) is True
+        execution.fetch_tuples(conn, "SELECT id FROM sessions WHERE id = :id", {"id": "s1"})
+        assert any("FROM sessions" in statement for statement in seen)
