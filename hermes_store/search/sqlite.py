@@ -72,14 +72,17 @@ def substring_condition(plan: SearchPlan, params: dict[str, Any]) -> str:
     names: dict[str, str] = {}
 
     def test(term: str) -> str:
+        literal = not _has_ascii_letter(term)
         if term not in names:
             names[term] = f"p{len(names)}"
-            params[names[term]] = like_pattern(term)
+            params[names[term]] = term if literal else like_pattern(term)
         name = names[term]
         if " " in term:
-            return f"{INDEXED_TEXT} LIKE :{name} ESCAPE '\\'"
+            return _contains(INDEXED_TEXT, name, literal)
         # IFNULL: a NULL column must count as "not found", also under NOT.
-        return " OR ".join(f"IFNULL(m.{column}, '') LIKE :{name} ESCAPE '\\'" for column in _SEARCHED_COLUMNS)
+        return " OR ".join(
+            _contains(f"IFNULL(m.{column}, '')", name, literal) for column in _SEARCHED_COLUMNS
+        )
 
     groups = []
     for group in plan.groups:
@@ -90,6 +93,19 @@ def substring_condition(plan: SearchPlan, params: dict[str, Any]) -> str:
 
 
 _SEARCHED_COLUMNS = ("content", "tool_name", "tool_calls")
+
+
+def _has_ascii_letter(term: str) -> bool:
+    return any("a" <= char <= "z" or "A" <= char <= "Z" for char in term)
+
+
+def _contains(text: str, name: str, literal: bool) -> str:
+    """Whether ``text`` holds the term bound as ``name``. LIKE folds the case of ASCII
+    letters only, so for a term without any (CJK, digits, symbols) it is exactly
+    ``instr``, which skips LIKE's pattern matching (10-15 % of a CJK search)."""
+    if literal:
+        return f"instr({text}, :{name}) > 0"
+    return f"{text} LIKE :{name} ESCAPE '\\'"
 
 
 def _trigram_sql(condition: str, where: str) -> str:

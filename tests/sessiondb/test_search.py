@@ -652,3 +652,25 @@ def test_a_query_of_short_terms_only_checks_every_message(db, backend):
     plan = _query_plan(db, "世界 你好")
     assert "SCAN m " in plan + " "
     assert "fts" not in plan
+
+
+@pytest.mark.parametrize(
+    ("query", "found"),
+    [
+        ("打折5%优惠", "a"),  # no ASCII letter: LIKE wildcards in the term stay literal
+        ("打折5_优惠", "b"),
+        ("服务器", "a b c"),
+        ("记忆 NOT 服务器", "d"),  # an excluded term: NULL tool columns count as "not found"
+        ("记忆 NOT 打折", ""),
+    ],
+)
+def test_substring_terms_without_ascii_letters_match_literally(db, query, found):
+    db.create_session("s", "cli")
+    ids = {
+        "a": db.append_message("s", "user", "服务器 打折5%优惠 today"),
+        "b": db.append_message("s", "user", "服务器 打折5_优惠 today"),
+        "c": db.append_message("s", "tool", None, tool_name="服务器", tool_calls=[{"id": "x"}]),
+    }
+    ids["d"] = db.append_message("s", "user", "打折50优惠 记忆")  # what an unescaped 5% or 5_ would match
+    expected = sorted(ids[key] for key in found.split())
+    assert sorted(hit_ids(db.search_messages(query))) == expected
