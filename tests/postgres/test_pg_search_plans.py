@@ -1,6 +1,6 @@
 """Every search kind on PostgreSQL is served by an index, never a sequential scan of ``messages``.
 
-A store of 60,000 messages is loaded in one ``INSERT … SELECT generate_series`` at
+A store of 30,000 messages is loaded in one ``INSERT … SELECT generate_series`` at
 revision 0011, then upgraded to head (revision 0012 builds its objects over the rows
 and runs ``ANALYZE``): big enough that the planner weighs indexes against scans. Each
 search records the statements it sends; each statement is run again under
@@ -20,8 +20,8 @@ from pg_server import scratch_database
 
 from hermes_store import SessionDB, create_engine, upgrade
 
-MESSAGES = 60_000
-SESSIONS = 3_000
+MESSAGES = 30_000
+SESSIONS = 1_500
 
 LOAD = (
     f"""INSERT INTO sessions (id, source, started_at, message_count, tool_call_count,
@@ -63,7 +63,7 @@ def big_store(pg_admin_url: str) -> Iterator[SessionDB]:
             for statement in LOAD:
                 connection.execute(sa.text(statement))
         engine.dispose()
-        upgrade(url)  # 0012 over 60,000 existing rows
+        upgrade(url)  # 0012 over 30,000 existing rows
         db = SessionDB(url=url)
         yield db
         db.close()
