@@ -104,10 +104,12 @@ def driver_execute(
     connection: Connection, statement: str, parameters: Any = (), *, begin: bool = True
 ) -> DriverResult:
     """Run ``statement`` (already in the driver's parameter style) on a driver cursor of
-    ``connection`` the way SQLAlchemy's own execution does — an execution context, the
-    ``before_cursor_execute``/``after_cursor_execute`` events, ``echo``, and errors
-    wrapped by the connection (``handle_error``, invalidation on disconnect) — but
-    without building a result object (SQLite: a few microseconds instead of tens).
+    ``connection`` the way SQLAlchemy's own execution does — the
+    ``before_cursor_execute``/``after_cursor_execute`` events with an execution context,
+    ``echo``, and errors wrapped by the connection (``handle_error``, invalidation on
+    disconnect) — but without building a result object (SQLite: a few microseconds
+    instead of tens). When no listener is set and ``echo`` is off, the execution context
+    is built only if the statement fails (for the error's wrapping).
 
     ``begin=False`` is for the statement that begins the transaction itself.
     """

@@ -94,15 +94,16 @@ _BUMP_COUNTERS = (
     "tool_call_count = COALESCE(tool_call_count, 0) + :tool_calls WHERE id = :session_id"
 )
 _MESSAGE_CONTENT = Message.__table__.c.content.type
-_content_to_storage: dict[str, Any] = {}
+_content_to_storage: dict[type, Any] = {}
 
 
 def _storage_form(dialect: Any) -> Any:
-    """The content column type's bind processor for ``dialect`` (``None``: unchanged)."""
+    """The content column type's bind processor for ``dialect`` (``None``: unchanged),
+    looked up once per dialect class."""
     try:
-        return _content_to_storage[dialect.name]
+        return _content_to_storage[type(dialect)]
     except KeyError:
-        processor = _content_to_storage[dialect.name] = _MESSAGE_CONTENT.bind_processor(dialect)
+        processor = _content_to_storage[type(dialect)] = _MESSAGE_CONTENT.bind_processor(dialect)
         return processor
 
 
