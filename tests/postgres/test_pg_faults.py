@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from hermes_store import ServerUnavailable, SessionDB, StoreError, StoreTimeout
+from hermes_store import ServerUnavailable, SessionDB, StoreError, StoreTimeout, execution
 
 
 def _admin(pg_url: str) -> sa.Engine:
@@ -112,6 +112,31 @@ def test_connection_lost_during_commit_is_reported_as_unknown_and_never_retried(
     assert caught.value.outcome_unknown and store._uow.retry_count == retries
     present, message_count, _ = _counts(store, "s")
     assert present == message_count <= 1  # applied whole or not at all, and never twice
+    admin.dispose()
+
+
+def _kill_write_backend(store: SessionDB, admin: sa.Engine) -> None:
+    write_connection = store._uow._write_connection
+    assert write_connection is not None
+    assert not execution._watched(write_connection.dispatch)  # the context-free statement path
+    pid = write_connection.connection.driver_connection.info.backend_pid  # type: ignore[union-attr]
+    with admin.connect() as connection:
+        assert connection.exec_driver_sql(f"SELECT pg_terminate_backend({pid}, 5000)").scalar()
+
+
+def test_a_backend_killed_between_writes_is_replaced_with_no_listener_set(
+    store: SessionDB, pg_url: str
+) -> None:
+    admin = _admin(pg_url)
+    store.append_message("s", "user", "before")
+    _kill_write_backend(store, admin)
+    store.append_message("s", "user", "after")  # fails on the dead connection, retried on a new one
+    assert _counts(store, "s") == (2, 2, 0)
+    store._uow.reconnect_wait_s = 0.0
+    _kill_write_backend(store, admin)
+    with pytest.raises(ServerUnavailable):  # the store's error, not the driver's
+        store.append_message("s", "user", "lost")
+    assert _counts(store, "s") == (2, 2, 0)
     admin.dispose()
 
 

@@ -137,3 +137,31 @@ def test_a_listener_on_one_connection_sees_its_statements(store: SessionDB) -> N
         assert execution._watched(conn.dispatch) is True
         execution.fetch_tuples(conn, "SELECT id FROM sessions WHERE id = :id", {"id": "s1"})
         assert any("FROM sessions" in statement for statement in seen)
+
+
+def test_a_statement_on_a_closed_driver_connection_raises_sqlalchemys_error(store: SessionDB) -> None:
+    """Even the cursor's creation failing is wrapped (one error family), and the
+    connection is left for the pool to replace."""
+    connection = store.engine.connect()
+    try:
+        connection.connection.dbapi_connection.close()  # type: ignore[union-attr]
+        with pytest.raises(exc.ProgrammingError, match="closed"):
+            execution.driver_execute(connection, "SELECT 1", (), begin=False)
+    finally:
+        connection.invalidate()
+        connection.close()
+    assert store.message_count() == 4  # the store itself is unaffected
+
+
+def test_a_failed_statement_is_wrapped_even_when_no_context_can_be_built(
+    connection: Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead server connection refuses the cursor the context needs: the error is then
+    wrapped without one, never replaced by the second failure."""
+
+    def refuse(*args: Any) -> None:
+        raise RuntimeError("the connection is closed")
+
+    monkeypatch.setattr(execution, "_context", refuse)
+    with pytest.raises(exc.OperationalError, match="no such table"):
+        execution.driver_execute(connection, "SELECT * FROM missing_table")
