@@ -130,7 +130,8 @@ def test_write_connection_retries_while_another_connection_holds_the_lock(db_pat
     db.close()
 
 
-def test_every_nth_write_checkpoints_the_wal_on_the_write_connection(db_path: Path) -> None:
+@pytest.mark.parametrize("method", ["write", "write_connection"])
+def test_every_nth_write_checkpoints_the_wal_on_the_write_connection(db_path: Path, method: str) -> None:
     from hermes_store.unit_of_work import UnitOfWork
 
     db = SessionDB(db_path)
@@ -143,8 +144,8 @@ def test_every_nth_write_checkpoints_the_wal_on_the_write_connection(db_path: Pa
 
     event.listen(db.engine, "before_cursor_execute", note)
     for n in range(10):
-        uow.write_connection(
-            lambda conn, n=n: messages.append(conn, "s", messages.NewMessage(role="user", content=f"m{n}")),
+        getattr(uow, method)(
+            lambda db, n=n: messages.append(db, "s", messages.NewMessage(role="user", content=f"m{n}")),
             "appending",
         )
     event.remove(db.engine, "before_cursor_execute", note)
