@@ -88,8 +88,8 @@ def _quick(seed: int, cache_dir: Path) -> RunConfig:
         contention_writers=(4, 8),
         contention_messages=15,
         contention_rounds=1,
-        cold_rounds=2,
-        upgrade_messages=(1_000, 3_000),
+        cold_rounds=1,
+        upgrade_messages=(500, 1_500),
         listing_deep_offset=150,
         small_dataset=DatasetSpec(sessions=60, messages_per_session=10, long_session_messages=100, seed=seed),
     )

@@ -88,6 +88,8 @@ class SearchPlan:
 
 def needs_substring_search(text: str) -> bool:
     """Whether ``text`` holds a character word search cannot find (CJK, unspaced scripts, symbols)."""
+    if text.isascii():  # no ASCII character is one of them (tested); most queries are ASCII
+        return False
     return any(_is_substring_char(char) for char in text)
 
 

@@ -232,3 +232,15 @@ def test_postgresql_regex_folds_ascii_letters_only(term: str, regex: str) -> Non
     assert _ascii_insensitive_regex(term) == regex
     assert re.search(regex, f"xx {term.upper()} yy")
     assert not re.search(regex, f"xx {term[:-1]} yy")
+
+
+def test_no_ascii_character_needs_substring_search() -> None:
+    """The ASCII shortcut of needs_substring_search is exact: every ASCII character
+    takes the word path, character by character as well as in one string."""
+    from hermes_store.search.plan import _is_substring_char, needs_substring_search
+
+    ascii_text = "".join(map(chr, range(128)))
+    assert not any(_is_substring_char(char) for char in ascii_text)
+    assert not needs_substring_search(ascii_text)
+    assert needs_substring_search(ascii_text + "记")
+    assert needs_substring_search("deploy 🚀")
