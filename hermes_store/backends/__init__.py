@@ -37,9 +37,6 @@ class Backend(Protocol):
     """Whether read connections are kept between reads instead of returned to the pool."""
     adopts_legacy_files: bool
     """Whether upstream Hermes' unversioned files can exist on this backend."""
-    reports_inserted_rowid: bool
-    """Whether the driver cursor's ``lastrowid`` is the id of the row just inserted
-    (SQLite), so an ``INSERT`` needs no ``RETURNING`` to tell it."""
 
     def search_module(self) -> ModuleType:
         """The module implementing ``find_hits`` for this backend."""

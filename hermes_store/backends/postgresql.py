@@ -56,7 +56,6 @@ class PostgreSQLBackend:
     # A server connection is checked out per read, so that the pool pre-pings it.
     keeps_idle_connections = False
     adopts_legacy_files = False
-    reports_inserted_rowid = False
 
     def search_module(self) -> ModuleType:
         """tsvector/GIN and pg_trgm search (:mod:`hermes_store.search.postgres`)."""

@@ -40,8 +40,6 @@ class SQLiteBackend:
     # Idle read connections stay checked out: no pool checkout and reset per read.
     keeps_idle_connections = True
     adopts_legacy_files = True
-    # sqlite3's lastrowid: RETURNING would cost a second step of the statement per append.
-    reports_inserted_rowid = True
 
     def search_module(self) -> ModuleType:
         """FTS5 word and trigram indexes (:mod:`hermes_store.search.sqlite`)."""

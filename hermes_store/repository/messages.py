@@ -93,18 +93,6 @@ _BUMP_COUNTERS = (
     "UPDATE sessions SET message_count = COALESCE(message_count, 0) + 1, "
     "tool_call_count = COALESCE(tool_call_count, 0) + :tool_calls WHERE id = :session_id"
 )
-_MESSAGE_CONTENT = Message.__table__.c.content.type
-_content_to_storage: dict[type, Any] = {}
-
-
-def _storage_form(dialect: Any) -> Any:
-    """The content column type's bind processor for ``dialect`` (``None``: unchanged),
-    looked up once per dialect class."""
-    try:
-        return _content_to_storage[type(dialect)]
-    except KeyError:
-        processor = _content_to_storage[type(dialect)] = _MESSAGE_CONTENT.bind_processor(dialect)
-        return processor
 
 
 def append(db: Bind, session_id: str, message: NewMessage) -> int:
@@ -114,10 +102,13 @@ def append(db: Bind, session_id: str, message: NewMessage) -> int:
     """
     connection = connection_of(db)
     row = message.row(session_id, time.time())
-    to_storage = _storage_form(connection.dialect)
-    if to_storage is not None:  # driver SQL skips column types: map content as the type would
+    # Driver SQL skips column types: map content as the column type (MessageContent) would.
+    to_storage = backend_for(connection).content_bind_processor()
+    if to_storage is not None:
         row["content"] = to_storage(row["content"])
-    if backend_for(connection).reports_inserted_rowid:
+    # SQLAlchemy's own flag (DefaultDialect): the driver's lastrowid is the new id
+    # (SQLite), so the INSERT needs no RETURNING; otherwise (PostgreSQL) it does.
+    if getattr(connection.dialect, "postfetch_lastrowid", False):
         new_id = driver_sql_result(connection, _INSERT_MESSAGE, row).lastrowid
     else:
         new_id = run_driver_sql(connection, _INSERT_MESSAGE_RETURNING_ID, row)[0][0]

@@ -32,6 +32,7 @@ __all__ = [
     "SearchPlan",
     "TermGroup",
     "ascii_lower",
+    "has_ascii_letter",
     "like_pattern",
     "needs_substring_search",
     "plan_search",
@@ -203,6 +204,12 @@ def _trigram_narrowing(groups: tuple[TermGroup, ...]) -> str | None:
 
 def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
+
+
+def has_ascii_letter(term: str) -> bool:
+    """Whether ``term`` holds an ASCII letter, the only characters whose case the
+    substring semantics (and SQLite's ``LIKE``) fold."""
+    return any(char.isascii() and char.isalpha() for char in term)
 
 
 def ascii_lower(text: str) -> str:

@@ -25,7 +25,7 @@ from sqlalchemy import orm
 from hermes_store.repository.rows import fetch_dicts
 from hermes_store.search.cjk import is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters
-from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, like_pattern
+from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, has_ascii_letter, like_pattern
 
 INDEXED_TEXT = (
     "(COALESCE(m.content, '') || ' ' || COALESCE(m.tool_name, '') || ' ' || COALESCE(m.tool_calls, ''))"
@@ -217,10 +217,10 @@ def _substring_condition(
         if term not in names:
             names[term] = f"p{len(names)}"
             params[names[term]] = like_pattern(term)
-            if _has_ascii_letter(term):
+            if has_ascii_letter(term):
                 params[names[term] + "r"] = _ascii_insensitive_regex(term)
         name = names[term]
-        if not _has_ascii_letter(term):
+        if not has_ascii_letter(term):
             return f"{INDEXED_TEXT} LIKE :{name} ESCAPE '\\'"
         return f"({INDEXED_TEXT} ILIKE :{name} ESCAPE '\\' AND {INDEXED_TEXT} ~ :{name}r)"
 
@@ -240,10 +240,6 @@ def _substring_condition(
         for group in plan.groups
     ]
     return "(" + " OR ".join(f"({group})" for group in groups) + ")", list(plan.like_terms)
-
-
-def _has_ascii_letter(term: str) -> bool:
-    return any(char.isascii() and char.isalpha() for char in term)
 
 
 def _ascii_insensitive_regex(term: str) -> str:

@@ -22,7 +22,7 @@ from sqlalchemy import orm
 from hermes_store.errors_map import is_fts_query_rejection, is_missing_search_capability, raise_translated
 from hermes_store.repository.rows import fetch_dicts
 from hermes_store.search.filters import SearchFilters
-from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, like_pattern
+from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, has_ascii_letter, like_pattern
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def substring_condition(plan: SearchPlan, params: dict[str, Any]) -> str:
     names: dict[str, str] = {}
 
     def test(term: str) -> str:
-        literal = not _has_ascii_letter(term)
+        literal = not has_ascii_letter(term)
         if term not in names:
             names[term] = f"p{len(names)}"
             params[names[term]] = term if literal else like_pattern(term)
@@ -93,10 +93,6 @@ def substring_condition(plan: SearchPlan, params: dict[str, Any]) -> str:
 
 
 _SEARCHED_COLUMNS = ("content", "tool_name", "tool_calls")
-
-
-def _has_ascii_letter(term: str) -> bool:
-    return any("a" <= char <= "z" or "A" <= char <= "Z" for char in term)
 
 
 def _contains(text: str, name: str, literal: bool) -> str:
