@@ -76,7 +76,7 @@ def _translated(connection: Connection, sql: str, params: Mapping[str, Any]) -> 
     statement, order = translated
     if order is None:
         return statement, dict(params)
-    return statement, [params[name] for name in order]
+    return statement, tuple([params[name] for name in order])
 
 
 def _lean_path_available() -> bool:
@@ -114,8 +114,6 @@ def driver_execute(
     ``begin=False`` is for the statement that begins the transaction itself.
     """
     if not _LEAN:
-        if isinstance(parameters, list):  # exec_driver_sql reads a list as many rows
-            parameters = tuple(parameters)
         result = connection.exec_driver_sql(statement, parameters)
         if not result.returns_rows:
             return DriverResult(None, [], result.lastrowid)

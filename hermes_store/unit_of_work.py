@@ -264,14 +264,11 @@ class UnitOfWork:
 
     def _count_success(self) -> None:
         self.write_count += 1
-        if self.checkpoint_every and self.write_count % self.checkpoint_every == 0:
-            # Still holding the writer lock: the write connection is idle and ours. Another
-            # connection would cost a pool checkout and its own look at the WAL index.
-            connection = self._write_connection
-            if connection is not None and not connection.in_transaction():
-                self._checkpoint_on(connection)
-            else:
-                self.checkpoint()
+        # Still holding the writer lock, right after a commit: the write connection is idle
+        # and ours. Another would cost a pool checkout and its own read of the WAL index.
+        connection = self._write_connection
+        if connection is not None and self.checkpoint_every and self.write_count % self.checkpoint_every == 0:
+            self._checkpoint_on(connection)
 
     def checkpoint(self) -> None:
         """Best-effort WAL checkpoint (PASSIVE) on SQLite; never raises."""

@@ -86,9 +86,6 @@ _INSERT_MESSAGE = (
 _INSERT_MESSAGE_RETURNING_ID = _INSERT_MESSAGE + " RETURNING id"
 # COALESCE: a row written by other code may hold NULL counters (upstream's columns only
 # default to 0); NULL + 1 would stay NULL.
-_BUMP_MESSAGE_COUNT = (
-    "UPDATE sessions SET message_count = COALESCE(message_count, 0) + 1 WHERE id = :session_id"
-)
 _BUMP_COUNTERS = (
     "UPDATE sessions SET message_count = COALESCE(message_count, 0) + 1, "
     "tool_call_count = COALESCE(tool_call_count, 0) + :tool_calls WHERE id = :session_id"
@@ -112,11 +109,8 @@ def append(db: Bind, session_id: str, message: NewMessage) -> int:
         new_id = driver_sql_result(connection, _INSERT_MESSAGE, row).lastrowid
     else:
         new_id = run_driver_sql(connection, _INSERT_MESSAGE_RETURNING_ID, row)[0][0]
-    if message.tool_call_units:
-        bump = {"session_id": session_id, "tool_calls": message.tool_call_units}
-        run_driver_sql(connection, _BUMP_COUNTERS, bump)
-    else:
-        run_driver_sql(connection, _BUMP_MESSAGE_COUNT, {"session_id": session_id})
+    bump = {"session_id": session_id, "tool_calls": message.tool_call_units}
+    run_driver_sql(connection, _BUMP_COUNTERS, bump)
     return int(new_id)  # type: ignore[arg-type]
 
 
