@@ -37,9 +37,9 @@ class RepositoryStore:
     """hermes_store's unit of work and repository functions, without the ``SessionDB`` facade."""
 
     def __init__(self, path: str | Path) -> None:
-        from hermes_store.engine import create_engine
-        from hermes_store.migrate import ensure_schema
-        from hermes_store.unit_of_work import UnitOfWork
+        from hermes_store.db.engine import create_engine
+        from hermes_store.schema.migrate import ensure_schema
+        from hermes_store.uow.unit_of_work import UnitOfWork
 
         self.engine = create_engine(path)
         ensure_schema(self.engine)
@@ -70,7 +70,7 @@ class RepositoryStore:
         finish_reason: str | None = None,
         reasoning: str | None = None,
     ) -> int:
-        from hermes_store import codec
+        from hermes_store.domain import codec
         from hermes_store.repository import messages
 
         message = messages.NewMessage(

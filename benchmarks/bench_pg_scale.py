@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from hermes_store import SessionDB
-    from hermes_store.transfer import copy_store
+    from hermes_store.admin.transfer import copy_store
 
     def log(line: str) -> None:
         print(line, flush=True)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from hermes_store import engine as _engine
-from hermes_store.engine import write_engine
+from hermes_store.db import engine as _engine
+from hermes_store.db.engine import write_engine
+from hermes_store.domain.paths import default_db_path
 from hermes_store.errors import (
     AuthenticationFailed,
     CorruptDatabase,
@@ -34,13 +35,12 @@ from hermes_store.errors import (
     UnsupportedURL,
     WriteConflict,
 )
-from hermes_store.migrate import current_revision, downgrade, ensure_schema, upgrade
-from hermes_store.paths import default_db_path
+from hermes_store.schema.migrate import current_revision, downgrade, ensure_schema, upgrade
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine
 
-    from hermes_store.facade import SessionDB
+    from hermes_store.api.session_db import SessionDB
 
 __version__ = "0.1.0"
 
@@ -75,13 +75,13 @@ __all__ = [
 def create_engine(
     target: str | os.PathLike[str] | URL | None = None, *, prepare: bool = False, **engine_kwargs: Any
 ) -> Engine:
-    """An engine on an existing store, for analytics (ORM queries over ``hermes_store.models``).
+    """An engine on an existing store, for analytics (ORM queries over ``hermes_store.schema.models``).
 
     Nothing is created and nothing changes: a SQLite path with no file behind it raises
     :class:`~hermes_store.errors.DatabaseNotFound` (a typo never leaves an empty file or
     folder behind), and the file's journal mode is left as it is. ``prepare=True`` creates
     the file and switches it to WAL, as ``SessionDB`` does; ``journal_mode="delete"``
-    keeps the rollback journal (see :func:`hermes_store.engine.create_engine`). Other
+    keeps the rollback journal (see :func:`hermes_store.db.engine.create_engine`). Other
     keyword arguments go to :func:`sqlalchemy.create_engine`.
     """
     return _engine.create_engine(target, prepare=prepare, **engine_kwargs)
@@ -90,7 +90,7 @@ def create_engine(
 def __getattr__(name: str) -> Any:
     # SessionDB pulls in the repositories and search; load it on first use only.
     if name == "SessionDB":
-        from hermes_store.facade import SessionDB
+        from hermes_store.api.session_db import SessionDB
 
         return SessionDB
     raise AttributeError(f"module 'hermes_store' has no attribute {name!r}")

@@ -24,10 +24,10 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.schema import CreateTable
 
-from hermes_store import facade
-from hermes_store.legacy import HEAD_VERSION
-from hermes_store.models import Base
-from hermes_store.paths import default_db_path
+from hermes_store.api import session_db as facade
+from hermes_store.domain.paths import default_db_path
+from hermes_store.schema.legacy import HEAD_VERSION
+from hermes_store.schema.models import Base
 
 __all__ = ["DEFAULT_DB_PATH", "SCHEMA_SQL", "SCHEMA_VERSION", "SessionDB"]
 
@@ -43,7 +43,7 @@ SCHEMA_SQL: str = "\n".join(
     f"{str(CreateTable(table).compile(dialect=sqlite_dialect.dialect())).strip()};"
     for table in Base.metadata.sorted_tables
 )
-"""The tables' DDL (SQLite), rendered from ``hermes_store.models``: every column a store has."""
+"""The tables' DDL (SQLite), rendered from ``hermes_store.schema.models``: every column a store has."""
 
 
 class SessionDB(facade.SessionDB):

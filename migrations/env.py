@@ -4,7 +4,7 @@ What this adds to Alembic's stock ``env.py``, and why:
 
 * The URL comes from ``-x url=…``, then ``$HERMES_STORE_URL``, then the default
   ``$HERMES_HOME/state.db`` (never from ``alembic.ini``, which holds no credentials).
-* The engine is built by :func:`hermes_store.engine.create_engine`, whose transactions
+* The engine is built by :func:`hermes_store.db.engine.create_engine`, whose transactions
   really begin (pysqlite recipe), so each revision's DDL commits or rolls back whole.
 * ``include_name`` keeps autogenerate and ``alembic check`` to our model tables: FTS5
   virtual tables and their shadow tables must never be proposed for dropping.
@@ -16,7 +16,7 @@ What this adds to Alembic's stock ``env.py``, and why:
   release is left untouched with a warning.
 * ``alembic revision`` numbers a new script after head (``0012``…) unless ``--rev-id`` is given.
 * Batch mode never touches ``messages``: autogenerate renders its changes unbatched and
-  a revision that drops its FTS triggers is rolled back (``hermes_store.migration_guard``).
+  a revision that drops its FTS triggers is rolled back (``hermes_store.schema.migration_guard``).
 * Programmatic callers may pass an ``Engine`` or a ``Connection`` in
   ``config.attributes["connection"]`` (pytest-alembic passes an Engine).
 """
@@ -32,10 +32,10 @@ import sqlalchemy as sa
 from alembic import context
 from sqlalchemy.engine import Connection, Engine
 
-from hermes_store import legacy, migration_guard
-from hermes_store.engine import create_engine, resolve_url, write_engine
-from hermes_store.models import Base
-from hermes_store.revisions import History, history
+from hermes_store.db.engine import create_engine, resolve_url, write_engine
+from hermes_store.schema import legacy, migration_guard
+from hermes_store.schema.models import Base
+from hermes_store.schema.revisions import History, history
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
@@ -100,7 +100,7 @@ def mirror_schema_version(ctx: Any, step: Any, heads: set[str], run_args: Any) -
 
     0001–0011 are upstream versions 1–11; a later revision keeps 11 (upstream v11 must
     still read the file) unless its script declares ``schema_version = N``; see
-    :mod:`hermes_store.revisions`.
+    :mod:`hermes_store.schema.revisions`.
     """
     if not heads:
         return  # at base: revision 0001's downgrade has dropped the table
@@ -138,7 +138,7 @@ def configure_options() -> dict[str, Any]:
         "include_name": include_name,
         "include_object": include_object,
         # Batch mode for SQLite's missing ALTERs, but never on messages: rebuilding it
-        # would drop the FTS triggers (hermes_store.migration_guard).
+        # would drop the FTS triggers (hermes_store.schema.migration_guard).
         "render_as_batch": True,
         "process_revision_directives": process_revision_directives,
         "transaction_per_migration": True,

@@ -25,7 +25,7 @@ from sqlalchemy.engine import URL, Engine
 
 from hermes_store import SessionDB
 from hermes_store.aio import AsyncSessionDB
-from hermes_store.urls import sync_driver_url
+from hermes_store.db.urls import sync_driver_url
 
 T = TypeVar("T")
 

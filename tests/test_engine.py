@@ -16,11 +16,11 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from hermes_store.engine import create_engine, file_mode, resolve_url, write_engine
+from hermes_store.db.engine import create_engine, file_mode, resolve_url, write_engine
+from hermes_store.db.sqlite_errors import is_lock_error, translate
+from hermes_store.domain.paths import default_db_path
 from hermes_store.errors import CorruptDatabase, ReadOnlyStore, UnsafePath
-from hermes_store.errors_map import is_lock_error, translate
-from hermes_store.migrate import ensure_schema
-from hermes_store.paths import default_db_path
+from hermes_store.schema.migrate import ensure_schema
 
 
 @pytest.fixture

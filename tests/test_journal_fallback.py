@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import make_url
 
 from hermes_store import SessionDB
-from hermes_store.engine import JournalModeWarning, create_engine, sqlite_path
+from hermes_store.db.engine import JournalModeWarning, create_engine, sqlite_path
 
 
 def _dotfile_url(path: Path) -> str:

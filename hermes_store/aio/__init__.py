@@ -13,8 +13,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
         f"hermes_store.aio needs the 'async' extra ({exc.name} is missing): pip install 'hermes-store[async]'"
     ) from exc
 
-from hermes_store.aio.engine import create_async_engine, resolve_async_url
-from hermes_store.aio.session_db import AsyncSessionDB
-from hermes_store.aio.unit_of_work import AsyncUnitOfWork
+from hermes_store.api.async_session_db import AsyncSessionDB
+from hermes_store.db.async_engine import create_async_engine, resolve_async_url
+from hermes_store.uow.async_unit_of_work import AsyncUnitOfWork
 
 __all__ = ["AsyncSessionDB", "AsyncUnitOfWork", "create_async_engine", "resolve_async_url"]

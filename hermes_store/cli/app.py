@@ -25,7 +25,7 @@ from hermes_store.cli.commands_transfer import COMMANDS as TRANSFER_COMMANDS
 from hermes_store.cli.errors import EXPECTED_ERRORS, as_cli_error
 from hermes_store.cli.stats import stats_command
 from hermes_store.cli.target import StoreTarget
-from hermes_store.engine import parse_url, resolve_url
+from hermes_store.db.engine import parse_url, resolve_url
 
 PROG_NAME = "hermes-store"
 COMPLETE_VAR = "_HERMES_STORE_COMPLETE"

@@ -26,7 +26,7 @@ from hermes_store.cli.target import StoreTarget, pass_target
 from hermes_store.repository import messages as messages_repo
 
 if TYPE_CHECKING:
-    from hermes_store.facade import SessionDB
+    from hermes_store.api.session_db import SessionDB
     from hermes_store.repository.lineage import LineageNode
 
 _HIGHLIGHT = "bold yellow"

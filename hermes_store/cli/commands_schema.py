@@ -1,7 +1,7 @@
 """Schema commands: ``upgrade``, ``downgrade``, ``current``, ``history``.
 
 They open a bare engine (never the self-migrating ``SessionDB``) and drive
-:mod:`hermes_store.migrate`, so legacy upstream databases are adopted exactly as on a
+:mod:`hermes_store.schema.migrate`, so legacy upstream databases are adopted exactly as on a
 normal open, and the whole upgrade still runs in one write transaction. Alembic's
 "Running upgrade 0010 -> 0011" log records drive the progress bar; while one revision
 backfills a large index the bar's spinner and clock keep moving.
@@ -20,14 +20,14 @@ from rich.table import Table
 from sqlalchemy import orm
 from sqlalchemy.engine import Engine
 
-from hermes_store import migrate
-from hermes_store import revisions as script_history
 from hermes_store.cli.errors import CliError
 from hermes_store.cli.output import console, echo_json, fmt_int, progress_bar
 from hermes_store.cli.target import StoreTarget, pass_target
-from hermes_store.legacy import HEAD_VERSION
-from hermes_store.migrate import SchemaState, read_schema_state
 from hermes_store.repository import facts
+from hermes_store.schema import migrate
+from hermes_store.schema import revisions as script_history
+from hermes_store.schema.legacy import HEAD_VERSION
+from hermes_store.schema.migrate import SchemaState, read_schema_state
 
 _ALEMBIC_RUNTIME_LOGGER = "alembic.runtime.migration"
 

@@ -140,8 +140,8 @@ def copy(source_url: str, target_url: str, as_json: bool) -> None:
     SOURCE_URL and TARGET_URL are SQLAlchemy URLs or SQLite paths. Rows are streamed in
     batches as upserts, so an interrupted copy can simply be run again.
     """
-    from hermes_store.engine import create_engine
-    from hermes_store.transfer import copy_store
+    from hermes_store.admin.transfer import copy_store
+    from hermes_store.db.engine import create_engine
 
     source = create_engine(source_url)
     target = create_engine(target_url, prepare=True)

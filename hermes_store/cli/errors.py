@@ -14,8 +14,8 @@ import sqlite3
 import click
 from sqlalchemy import exc as sa_exc
 
+from hermes_store.db.sqlite_errors import translate
 from hermes_store.errors import StoreError
-from hermes_store.errors_map import translate
 
 __all__ = ["EXPECTED_ERRORS", "CliError", "SessionNotFound", "as_cli_error"]
 

@@ -14,11 +14,11 @@ from click.shell_completion import CompletionItem
 from sqlalchemy import orm
 
 from hermes_store.cli.errors import SessionNotFound
-from hermes_store.engine import create_engine, resolve_url, sqlite_path
+from hermes_store.db.engine import create_engine, resolve_url, sqlite_path
 from hermes_store.repository import sessions as sessions_repo
 
 if TYPE_CHECKING:
-    from hermes_store.facade import SessionDB
+    from hermes_store.api.session_db import SessionDB
 
 _SHOWN_CANDIDATES = 5
 _COMPLETION_LIMIT = 50

@@ -6,7 +6,7 @@ command as click's context object.
 
 Two ways to open it:
 
-* :meth:`StoreTarget.session_db` — the full :class:`~hermes_store.facade.SessionDB`,
+* :meth:`StoreTarget.session_db` — the full :class:`~hermes_store.api.session_db.SessionDB`,
   which brings the schema up to date first (commands that write);
 * :meth:`StoreTarget.read_db` — a ``SessionDB`` over the store exactly as it is, for
   commands that only read: never created, migrated or switched to WAL;
@@ -30,10 +30,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
 from hermes_store.cli.errors import CliError
-from hermes_store.engine import create_engine, sqlite_path
+from hermes_store.db.engine import create_engine, sqlite_path
 
 if TYPE_CHECKING:
-    from hermes_store.facade import SessionDB
+    from hermes_store.api.session_db import SessionDB
 
 
 @dataclass(frozen=True)
@@ -120,8 +120,8 @@ class StoreTarget:
 
         Reads never write: a store that needs an upgrade is reported, not upgraded.
         """
-        from hermes_store.facade import SessionDB
-        from hermes_store.migrate import read_schema_state
+        from hermes_store.api.session_db import SessionDB
+        from hermes_store.schema.migrate import read_schema_state
 
         with self.engine() as engine:
             state = read_schema_state(engine)
@@ -136,7 +136,7 @@ class StoreTarget:
     @contextmanager
     def session_db(self, *, create: bool = False) -> Iterator[SessionDB]:
         """A :class:`SessionDB` on the store (schema brought up to date), closed afterwards."""
-        from hermes_store.facade import SessionDB
+        from hermes_store.api.session_db import SessionDB
 
         if create:
             self.require_folder()

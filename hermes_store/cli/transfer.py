@@ -28,15 +28,15 @@ from typing import IO, TYPE_CHECKING, Any
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
-from hermes_store.backends import backend_for
 from hermes_store.cli.output import to_json
 from hermes_store.cli.render import markdown_session
-from hermes_store.codec import CONTENT_JSON_PREFIX
-from hermes_store.models import Message, Session
+from hermes_store.db.backends import backend_for
+from hermes_store.domain.codec import CONTENT_JSON_PREFIX
 from hermes_store.repository import bulk
+from hermes_store.schema.models import Message, Session
 
 if TYPE_CHECKING:
-    from hermes_store.facade import SessionDB
+    from hermes_store.api.session_db import SessionDB
 
 FORMATS = ("jsonl", "json", "markdown")
 _SUFFIX_FORMATS = {

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import and_, insert, or_, orm, select, update
 
-from hermes_store.models import Message, Session
+from hermes_store.schema.models import Message, Session
 
 
 def session_ids_page(

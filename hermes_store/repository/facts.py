@@ -13,8 +13,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import func, orm, select
 
-from hermes_store.backends import backend_for
-from hermes_store.models import Message, Session
+from hermes_store.db.backends import backend_for
+from hermes_store.schema.models import Message, Session
 
 
 def _scalar(db: orm.Session, query: sa.Executable) -> Any:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hermes_store.backends import backend_for
-from hermes_store.execution import Bind, fetch_tuples
+from hermes_store.db.backends import backend_for
+from hermes_store.db.execution import Bind, fetch_tuples
 
 MAX_DEPTH = 100
 MAX_RESUME_DEPTH = 32

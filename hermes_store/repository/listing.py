@@ -13,11 +13,11 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from hermes_store.backends import backend_for
-from hermes_store.codec import CONTENT_JSON_PREFIX, preview_text
-from hermes_store.execution import Bind, fetch_dicts, run
-from hermes_store.models import Session
+from hermes_store.db.backends import backend_for
+from hermes_store.db.execution import Bind, fetch_dicts, run
+from hermes_store.domain.codec import CONTENT_JSON_PREFIX, preview_text
 from hermes_store.repository.lineage import compression_tips
+from hermes_store.schema.models import Session
 
 _SESSION_COLUMN_NAMES = tuple(column.name for column in Session.__table__.columns)
 _S_COLUMNS = ", ".join(f"s.{name}" for name in _SESSION_COLUMN_NAMES)
@@ -65,7 +65,7 @@ class ListingFilter:
     def where(self, source: str = "s.source") -> tuple[str, dict[str, Any]]:
         """The SQL condition on alias ``s`` and its parameters; ``source`` is the SQL for
         the source column (a backend may add a planner hint, see
-        :attr:`hermes_store.backends.Backend.listing_source_column`)."""
+        :attr:`hermes_store.db.backends.Backend.listing_source_column`)."""
         clauses = ["1 = 1"]
         params: dict[str, Any] = {}
         if not self.include_children:

@@ -1,7 +1,7 @@
 """Message rows: appending, rewriting, reading back and counting.
 
 Functions take the caller's ORM session and never commit. Values arrive already
-encoded (see :mod:`hermes_store.codec`); these functions only move rows. Reads order by
+encoded (see :mod:`hermes_store.domain.codec`); these functions only move rows. Reads order by
 ``id``, i.e. insertion order, which a clock jumping backwards cannot disturb.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
 
-from hermes_store.backends import backend_for
-from hermes_store.execution import Bind, connection_of, driver_sql_result, fetch_dicts, run, run_driver_sql
-from hermes_store.models import Message, Session
+from hermes_store.db.backends import backend_for
+from hermes_store.db.execution import Bind, connection_of, driver_sql_result, fetch_dicts, run, run_driver_sql
+from hermes_store.schema.models import Message, Session
 
 CONVERSATION_COLUMNS = (
     Message.session_id,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from hermes_store.backends import backend_for
-from hermes_store.execution import Bind, run, scalar_text
-from hermes_store.models import StateMeta
+from hermes_store.db.backends import backend_for
+from hermes_store.db.execution import Bind, run, scalar_text
+from hermes_store.schema.models import StateMeta
 
 
 def get(db: Bind, key: str) -> str | None:

@@ -1,5 +1,5 @@
-"""Kept for modules that import the row helpers from here; see :mod:`hermes_store.execution`."""
+"""Kept for modules that import the row helpers from here; see :mod:`hermes_store.db.execution`."""
 
-from hermes_store.execution import fetch_dicts, fetch_tuples
+from hermes_store.db.execution import fetch_dicts, fetch_tuples
 
 __all__ = ["fetch_dicts", "fetch_tuples"]

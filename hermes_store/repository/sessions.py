@@ -1,7 +1,7 @@
 """Session rows: lifecycle, token accounting, titles, deletion and pruning.
 
 Every function takes the caller's ORM session and never commits; writes are meant to
-run inside :meth:`hermes_store.unit_of_work.UnitOfWork.write`.
+run inside :meth:`hermes_store.uow.unit_of_work.UnitOfWork.write`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, delete, exists, func, select, update
 
-from hermes_store.backends import backend_for
-from hermes_store.execution import Bind, fetch_dicts, run, scalar_text
-from hermes_store.models import Message, Session
-from hermes_store.titles import escape_like, split_title_number
+from hermes_store.db.backends import backend_for
+from hermes_store.db.execution import Bind, fetch_dicts, run, scalar_text
+from hermes_store.domain.titles import escape_like, split_title_number
+from hermes_store.schema.models import Message, Session
 
 SESSION_COLUMNS = tuple(Session.__table__.columns)
 

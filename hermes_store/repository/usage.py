@@ -3,7 +3,7 @@
 Token and cost counters live on the session row, so each session's usage is counted
 once, on the day it started. "Tokens" means input + output tokens (cache and
 reasoning tokens are reported beside them). Queries are plain ORM ``select()``s over
-:class:`hermes_store.models.Session` and run on any backend; days are bucketed in
+:class:`hermes_store.schema.models.Session` and run on any backend; days are bucketed in
 Python (local time, or UTC) over the requested window only. Call :func:`build_report`
 inside ``SessionDB.unit_of_work.read()``.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, func, orm, select
 
-from hermes_store.models import Session
+from hermes_store.schema.models import Session
 
 TOKEN_FIELDS = (
     "input_tokens",

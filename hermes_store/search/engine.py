@@ -2,7 +2,7 @@
 
 :func:`find_hits` hands the plan to the search module of the store's backend
 (:mod:`.sqlite` for FTS5, :mod:`.postgres` for tsvector/pg_trgm, see
-:meth:`hermes_store.backends.Backend.search_module`); both return the same result shape. Every hit then
+:meth:`hermes_store.db.backends.Backend.search_module`); both return the same result shape. Every hit then
 carries the message before and after it in the same session (``context``).
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from hermes_store.backends import backend_for
-from hermes_store.codec import content_text_for_context, decode_content
-from hermes_store.execution import Bind, fetch_tuples
+from hermes_store.db.backends import backend_for
+from hermes_store.db.execution import Bind, fetch_tuples
+from hermes_store.domain.codec import content_text_for_context, decode_content
 from hermes_store.search.filters import SearchFilters
 from hermes_store.search.plan import SearchPlan
 

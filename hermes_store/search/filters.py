@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hermes_store.backends import Backend
+    from hermes_store.db.backends import Backend
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
+from hermes_store.domain.titles import escape_like
 from hermes_store.search.cjk import is_cjk_codepoint
 from hermes_store.search.sanitize import FTS5_OPERATORS, sanitize_fts5_query
-from hermes_store.titles import escape_like
 
 __all__ = [
     "MIN_TRIGRAM_TERM",

@@ -19,7 +19,11 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
-from hermes_store.errors_map import is_fts_query_rejection, is_missing_search_capability, raise_translated
+from hermes_store.db.sqlite_errors import (
+    is_fts_query_rejection,
+    is_missing_search_capability,
+    raise_translated,
+)
 from hermes_store.repository.rows import fetch_dicts
 from hermes_store.search.filters import SearchFilters
 from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, has_ascii_letter, like_pattern

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from hermes_store.migration_ops import (
+from hermes_store.schema.migration_ops import (
     add_columns_if_missing,
     dialect_name,
     execute_all,

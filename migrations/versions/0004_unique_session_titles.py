@@ -18,7 +18,7 @@ import logging
 import sqlalchemy as sa
 from alembic import op
 
-from hermes_store.migration_ops import dialect_name, index_names, is_offline
+from hermes_store.schema.migration_ops import dialect_name, index_names, is_offline
 
 revision = "0004"
 down_revision = "0003"

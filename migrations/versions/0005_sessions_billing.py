@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from hermes_store.migration_ops import add_columns_if_missing, drop_columns_if_present
+from hermes_store.schema.migration_ops import add_columns_if_missing, drop_columns_if_present
 
 revision = "0005"
 down_revision = "0004"

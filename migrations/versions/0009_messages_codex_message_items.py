@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from hermes_store.migration_ops import add_columns_if_missing, drop_columns_if_present
+from hermes_store.schema.migration_ops import add_columns_if_missing, drop_columns_if_present
 
 revision = "0009"
 down_revision = "0008"

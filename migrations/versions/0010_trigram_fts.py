@@ -14,7 +14,7 @@ database. SQLite only: PostgreSQL's trigram search arrives with revision 0011.
 
 from __future__ import annotations
 
-from hermes_store.migration_ops import dialect_name, execute_all, table_names
+from hermes_store.schema.migration_ops import dialect_name, execute_all, table_names
 
 revision = "0010"
 down_revision = "0009"

@@ -18,7 +18,7 @@ On PostgreSQL the same text is indexed by PostgreSQL's own means: a GIN index ov
 
 from __future__ import annotations
 
-from hermes_store.migration_ops import dialect_name, execute_all
+from hermes_store.schema.migration_ops import dialect_name, execute_all
 
 revision = "0011"
 down_revision = "0010"

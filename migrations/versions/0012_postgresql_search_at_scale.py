@@ -30,7 +30,7 @@ transaction; rows are kept and the downgrade drops only what was added here.
 
 from __future__ import annotations
 
-from hermes_store.migration_ops import dialect_name, execute_all
+from hermes_store.schema.migration_ops import dialect_name, execute_all
 
 revision = "0012"
 down_revision = "0011"

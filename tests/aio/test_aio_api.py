@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection
 
 from hermes_store import SessionDB
 from hermes_store.aio import AsyncSessionDB, AsyncUnitOfWork, create_async_engine
-from hermes_store.engine import JournalModeWarning
+from hermes_store.db.engine import JournalModeWarning
 from hermes_store.errors import NestedWrite, WriteConflict
 from hermes_store.repository import meta
 

@@ -17,9 +17,9 @@ from support import REPO_ROOT, subprocess_env
 
 from hermes_store import SessionDB
 from hermes_store.aio import resolve_async_url
-from hermes_store.engine import resolve_url
-from hermes_store.revisions import history
-from hermes_store.urls import async_driver_url, is_async_url, sync_driver_url
+from hermes_store.db.engine import resolve_url
+from hermes_store.db.urls import async_driver_url, is_async_url, sync_driver_url
+from hermes_store.schema.revisions import history
 
 MAPPINGS = [
     ("sqlite+aiosqlite:////data/state.db", "sqlite:////data/state.db"),

@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from hermes_store.api.session_db import SessionDB
 from hermes_store.cli import cli
-from hermes_store.facade import SessionDB
 
 DAY = 86400.0
 TOOL_OUTPUT = "\n".join(f"container {n}: started" for n in range(1, 21))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import Result
 
-from hermes_store.facade import SessionDB
+from hermes_store.api.session_db import SessionDB
 
 Invoke = Callable[..., Result]
 

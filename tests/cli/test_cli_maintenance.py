@@ -12,7 +12,7 @@ from pathlib import Path
 
 from click.testing import Result
 
-from hermes_store.facade import SessionDB
+from hermes_store.api.session_db import SessionDB
 
 Invoke = Callable[..., Result]
 
@@ -177,7 +177,7 @@ def test_backup_refuses_a_server_url(invoke: Invoke) -> None:
 
 WRITER = """
 import sys
-from hermes_store.facade import SessionDB
+from hermes_store.api.session_db import SessionDB
 db = SessionDB(sys.argv[1])
 db.create_session("writer", "cli")
 n = 0

@@ -22,11 +22,11 @@ from support import REPO_ROOT, subprocess_env
 
 from hermes_store import SessionDB, create_engine, ensure_schema
 from hermes_store.errors import SchemaError
-from hermes_store.legacy import FTS_TRIGGERS
-from hermes_store.migrate import migrations_path
-from hermes_store.migration_guard import unbatch_protected_tables
 from hermes_store.models import Base
-from hermes_store.revisions import history
+from hermes_store.schema.legacy import FTS_TRIGGERS
+from hermes_store.schema.migrate import migrations_path
+from hermes_store.schema.migration_guard import unbatch_protected_tables
+from hermes_store.schema.revisions import history
 
 BATCH_REVISION = '''"""Rebuild messages through batch mode (a revision added by a test)."""
 

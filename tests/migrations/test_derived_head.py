@@ -18,9 +18,9 @@ from alembic.script import ScriptDirectory
 
 from hermes_store import SessionDB, create_engine, ensure_schema
 from hermes_store.errors import SchemaError
-from hermes_store.legacy import NewerSchemaWarning
-from hermes_store.migrate import alembic_config, migrations_path
-from hermes_store.revisions import history
+from hermes_store.schema.legacy import NewerSchemaWarning
+from hermes_store.schema.migrate import alembic_config, migrations_path
+from hermes_store.schema.revisions import history
 
 NEW_REVISION = '''"""Index messages by role (a revision added by a test).
 

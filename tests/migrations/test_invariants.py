@@ -29,8 +29,8 @@ from legacy_db import (
     schema_versions,
 )
 
-from hermes_store import migrate
-from hermes_store.engine import create_engine
+from hermes_store.db.engine import create_engine
+from hermes_store.schema import migrate
 
 FTS_TABLES = ("messages_fts", "messages_fts_trigram")
 

@@ -36,9 +36,10 @@ from legacy_db import (
 )
 from support import REPO_ROOT, run_alembic, subprocess_env
 
-from hermes_store import migrate, models
-from hermes_store.engine import create_engine
-from hermes_store.legacy import NewerSchemaWarning
+from hermes_store import models
+from hermes_store.db.engine import create_engine
+from hermes_store.schema import migrate
+from hermes_store.schema.legacy import NewerSchemaWarning
 
 FTS_TABLES = ("messages_fts", "messages_fts_trigram")
 ADOPTERS = ("ensure_schema", "alembic upgrade head")
@@ -337,8 +338,8 @@ def test_alembic_command_leaves_a_newer_database_untouched(tmp_path: Path, make)
 PROBE = textwrap.dedent(
     """
     import json, sys, time
-    from hermes_store.engine import create_engine
-    from hermes_store.migrate import ensure_schema
+    from hermes_store.db.engine import create_engine
+    from hermes_store.schema.migrate import ensure_schema
 
     engine = create_engine(sys.argv[1])
     started = time.perf_counter()
@@ -439,8 +440,8 @@ def test_failed_cli_upgrade_keeps_the_revisions_before_the_failing_one(tmp_path:
 OPENER = textwrap.dedent(
     """
     import os, sys, time
-    from hermes_store.engine import create_engine
-    from hermes_store.migrate import ensure_schema
+    from hermes_store.db.engine import create_engine
+    from hermes_store.schema.migrate import ensure_schema
 
     path, go = sys.argv[1], sys.argv[2]
     deadline = time.monotonic() + 60
@@ -478,8 +479,8 @@ def test_concurrent_first_opens_all_succeed_and_migrate_once(db_path: Path, tmp_
 WAITER = textwrap.dedent(
     """
     import sys
-    from hermes_store.engine import create_engine
-    from hermes_store.migrate import ensure_schema
+    from hermes_store.db.engine import create_engine
+    from hermes_store.schema.migrate import ensure_schema
 
     engine = create_engine(sys.argv[1])
     print("ready", flush=True)

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from hermes_store import ServerUnavailable, SessionDB, StoreError, StoreTimeout, execution
+from hermes_store import ServerUnavailable, SessionDB, StoreError, StoreTimeout
+from hermes_store.db import execution
 
 
 def _admin(pg_url: str) -> sa.Engine:

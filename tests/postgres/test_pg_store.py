@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from hermes_store import SessionDB, create_engine
+from hermes_store.admin.transfer import copy_store
 from hermes_store.search.postgres import substring_snippet, tsquery_sql
-from hermes_store.transfer import copy_store
 
 
 @pytest.fixture

@@ -196,7 +196,7 @@ def long_reader(cfg: dict[str, Any]) -> None:
     """Hold one ORM read transaction from before the first write until the stop file appears."""
     from sqlalchemy import func, orm, select
 
-    from hermes_store.engine import create_engine
+    from hermes_store.db.engine import create_engine
     from hermes_store.models import Message
 
     stop = Path(cfg["stop"])

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from _harness import ContentionResult, reaped, run_contention, spawn, wait_for
 
-from hermes_store.facade import SessionDB
+from hermes_store.api.session_db import SessionDB
 
 # serial: they aim SIGKILLs and contention at measured timings, which parallel tests skew.
 pytestmark = [pytest.mark.slow, pytest.mark.serial]

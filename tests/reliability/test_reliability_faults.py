@@ -45,8 +45,8 @@ from hermes_store import (
     UnsafePath,
     WriteConflict,
 )
-from hermes_store.engine import create_engine
-from hermes_store.facade import SessionDB
+from hermes_store.api.session_db import SessionDB
+from hermes_store.db.engine import create_engine
 
 SESSION = "fault-session"
 

@@ -31,8 +31,8 @@ from _harness import spawn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_store.facade import SessionDB
-from hermes_store.titles import sanitize_title
+from hermes_store.api.session_db import SessionDB
+from hermes_store.domain.titles import sanitize_title
 
 INPUT_SETTINGS = settings(
     max_examples=80,

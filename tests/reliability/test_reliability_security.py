@@ -28,8 +28,8 @@ import pytest
 from _harness import WORKERS, worker_env
 
 from hermes_store import ReadOnlyStore, StoreError, UnsafePath
-from hermes_store.engine import create_engine
-from hermes_store.facade import SessionDB
+from hermes_store.api.session_db import SessionDB
+from hermes_store.db.engine import create_engine
 
 
 def mode(path: Path) -> int:

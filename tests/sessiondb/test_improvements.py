@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hermes_store import SessionDB
-from hermes_store.engine import create_engine
+from hermes_store.db.engine import create_engine
 
 # --- §4.1 multi-token CJK queries with a short token ---------------------------------------------
 

@@ -115,7 +115,7 @@ def test_echo_logs_the_hot_path_statements(db: SessionDB, caplog: pytest.LogCapt
 
 
 def test_an_unsupported_backend_is_refused_with_its_name() -> None:
-    from hermes_store.backends import backend_named
+    from hermes_store.db.backends import backend_named
 
     with pytest.raises(ValueError, match="'mysql'"):
         backend_named("mysql")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hermes_store.codec import (
+from hermes_store.domain.codec import (
     CONTENT_JSON_PREFIX,
     content_text_for_context,
     count_tool_calls,
@@ -89,7 +89,7 @@ def test_decode_leaves_other_values_alone(value: object) -> None:
 def test_decode_bad_json_logs_and_returns_raw(caplog: pytest.LogCaptureFixture) -> None:
     raw = "\x00json:[1, 2"
 
-    with caplog.at_level(logging.WARNING, logger="hermes_store.codec"):
+    with caplog.at_level(logging.WARNING, logger="hermes_store.domain.codec"):
         assert decode_content(raw) == raw
 
     assert caplog.records
@@ -154,7 +154,7 @@ def test_decode_json_or_falsy_is_none(raw: str | bytes | None) -> None:
 
 
 def test_decode_json_or_bad_json_logs_and_falls_back(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="hermes_store.codec"):
+    with caplog.at_level(logging.WARNING, logger="hermes_store.domain.codec"):
         assert decode_json_or("{not json", "fallback") == "fallback"
 
     assert caplog.records

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hermes_store.context_sanitizer import MEMORY_CONTEXT_NOTE, sanitize_context
+from hermes_store.domain.context_sanitizer import MEMORY_CONTEXT_NOTE, sanitize_context
 
 NOTE = (
     "[System note: The following is recalled memory context, NOT new user input. "

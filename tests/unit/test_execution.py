@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection
 
-from hermes_store import SessionDB, execution
+from hermes_store import SessionDB
+from hermes_store.db import execution
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def test_an_empty_in_list_matches_nothing(connection: Connection) -> None:
 
 
 def test_a_list_outside_in_is_one_parameter(store: SessionDB, connection: Connection) -> None:
-    from hermes_store.backends import backend_for
+    from hermes_store.db.backends import backend_for
 
     backend = backend_for(connection)
     sql = f"SELECT id FROM sessions WHERE {backend.in_list('id', 'ids')} ORDER BY id"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from hermes_store.errors_server import is_server_unreachable, translate_server_error
-from hermes_store.server_options import DEFAULTS, split_options
+from hermes_store.db.server_errors import is_server_unreachable, translate_server_error
+from hermes_store.db.server_options import DEFAULTS, split_options
 
 URL = sa.make_url("postgresql+psycopg://app@db/hermes")
 

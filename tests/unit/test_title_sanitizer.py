@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hermes_store.titles import MAX_TITLE_LENGTH, escape_like, sanitize_title, split_title_number
+from hermes_store.domain.titles import MAX_TITLE_LENGTH, escape_like, sanitize_title, split_title_number
 
 
 @pytest.mark.parametrize(

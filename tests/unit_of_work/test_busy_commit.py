@@ -27,7 +27,7 @@ from sqlalchemy import orm
 
 from hermes_store import SessionDB, WriteConflict, create_engine
 from hermes_store.repository import meta
-from hermes_store.unit_of_work import UnitOfWork
+from hermes_store.uow.unit_of_work import UnitOfWork
 
 WORKERS = Path(__file__).resolve().parent / "_busy_commit_workers.py"
 

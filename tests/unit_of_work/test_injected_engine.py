@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from hermes_store import SessionDB, create_engine
-from hermes_store.engine import adopt_engine, is_configured
+from hermes_store.db.engine import adopt_engine, is_configured
 
 
 def settings(connection: sa.Connection) -> tuple[str, int]:

@@ -132,7 +132,7 @@ def test_write_connection_retries_while_another_connection_holds_the_lock(db_pat
 
 @pytest.mark.parametrize("method", ["write", "write_connection"])
 def test_every_nth_write_checkpoints_the_wal_on_the_write_connection(db_path: Path, method: str) -> None:
-    from hermes_store.unit_of_work import UnitOfWork
+    from hermes_store.uow.unit_of_work import UnitOfWork
 
     db = SessionDB(db_path)
     db.create_session("s", "cli")

@@ -1,0 +1,393 @@
+"""``AsyncSessionDB``: every ``SessionDB`` method as a coroutine, for asyncio services.
+
+Each method runs the sync facade's own code — validation, repositories, SQL, search —
+in a greenlet on an :class:`~sqlalchemy.ext.asyncio.AsyncEngine` (see
+:mod:`hermes_store.uow.async_bridge`), through :class:`~hermes_store.aio.AsyncUnitOfWork`.
+So arguments, defaults, results and errors are the sync store's by construction; only
+the waiting differs: lock waits, busy timeouts and retry pauses never block the loop.
+
+Cancellation: a call runs to completion in a task of its own. Cancelling the awaiting
+task raises ``CancelledError`` in it at once, but a write already started is either
+committed whole or rolled back whole on its own error — never stopped half-way — and
+:meth:`AsyncSessionDB.close` waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from hermes_store.api.session_db import SessionDB
+from hermes_store.db.async_engine import create_async_engine
+from hermes_store.db.engine import adopt_engine, create_engine, parse_url, sqlite_path
+from hermes_store.db.urls import sync_driver_url
+from hermes_store.repository import lineage
+from hermes_store.uow.async_bridge import run_in_greenlet
+from hermes_store.uow.async_unit_of_work import AsyncUnitOfWork
+
+T = TypeVar("T")
+
+
+def _open_sync_facade(url: URL) -> SessionDB:
+    """Open (create or migrate) the schema with the sync stack, as Alembic is sync."""
+    return SessionDB(engine=create_engine(url, poolclass=sa.pool.NullPool))
+
+
+class AsyncSessionDB:
+    """Hermes' session store for asyncio: ``await db.append_message(...)`` and so on.
+
+    ``AsyncSessionDB()`` opens the default store; ``db_path`` may be a ``str`` or
+    ``Path`` or a SQLAlchemy URL (``sqlite+aiosqlite:///…``, ``postgresql+psycopg://…``,
+    ``postgresql+asyncpg://…``; sync driver names are mapped to asyncio ones), ``url=``
+    says the same explicitly, and ``engine=`` injects an ``AsyncEngine``. The schema is
+    created or upgraded on first use (or ``async with``). One instance belongs to one
+    event loop; several processes and loops may share one SQLite file.
+    """
+
+    MAX_TITLE_LENGTH: ClassVar[int] = SessionDB.MAX_TITLE_LENGTH
+    # Pure helpers: no I/O, so they stay plain functions, as on SessionDB.
+    sanitize_title = staticmethod(SessionDB.sanitize_title)
+    _sanitize_fts5_query = staticmethod(SessionDB._sanitize_fts5_query)
+
+    def __init__(
+        self,
+        db_path: str | os.PathLike[str] | None = None,
+        *,
+        url: str | URL | None = None,
+        engine: AsyncEngine | None = None,
+    ) -> None:
+        # A url= that is not a URL is a mistake, never a file name (as for SessionDB).
+        target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
+        if engine is not None:
+            # A caller's engine gets our connection settings but stays the caller's:
+            # close() leaves its pool alone (as SessionDB does).
+            adopt_engine(engine.sync_engine)
+        self.engine = engine if engine is not None else create_async_engine(target)
+        self.db_path = sqlite_path(self.engine.url)
+        self.unit_of_work = AsyncUnitOfWork(self.engine, owns_engine=engine is None)
+        self._store: SessionDB | None = None
+        self._opening = asyncio.Lock()
+        self._closed = False
+
+    async def open(self) -> AsyncSessionDB:
+        """Create or upgrade the schema now instead of on first use; returns ``self``."""
+        await self._facade()
+        return self
+
+    async def _facade(self) -> SessionDB:
+        if self._closed:
+            raise RuntimeError("this SessionDB is closed")
+        if self._store is None:
+            async with self._opening:
+                if self._store is None:
+                    self._store = self._rebind(await self._bridge_facade())
+        return self._store
+
+    async def _bridge_facade(self) -> SessionDB:
+        url = self.engine.url
+        if url.get_backend_name() == "sqlite" and sqlite_path(url) is None:
+            # In memory: only this engine's own connection holds the database, so the
+            # schema is made through it (nothing else can hold a lock to wait for).
+            return await run_in_greenlet(SessionDB, engine=self.engine.sync_engine)
+        # Migrations run in a worker thread on a sync engine (Alembic and its lock waits
+        # are sync); the facade then works on the async engine through the loop's unit of work.
+        return await asyncio.to_thread(_open_sync_facade, sync_driver_url(url))
+
+    def _rebind(self, store: SessionDB) -> SessionDB:
+        if store.engine is not self.engine.sync_engine:
+            store.engine.dispose()
+            store.engine = self.engine.sync_engine
+        store._uow = self.unit_of_work.sync
+        return store
+
+    async def _call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        store = await self._facade()
+        return await self.unit_of_work.run(method, store, *args, **kwargs)
+
+    async def close(self) -> None:
+        """Wait for calls in flight, checkpoint the WAL, close every connection; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        async with self._opening:
+            store, self._store = self._store, None
+        await self.unit_of_work.drain()
+        if store is not None:
+            await self.unit_of_work.run(store.close)
+        if self.unit_of_work.sync.owns_engine:
+            await self.engine.dispose()
+
+    async def __aenter__(self) -> AsyncSessionDB:
+        return await self.open()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def append_message(
+        self,
+        session_id: str,
+        role: str,
+        content: Any = None,
+        tool_name: str | None = None,
+        tool_calls: Any = None,
+        tool_call_id: str | None = None,
+        token_count: int | None = None,
+        finish_reason: str | None = None,
+        reasoning: str | None = None,
+        reasoning_content: str | None = None,
+        reasoning_details: Any = None,
+        codex_reasoning_items: Any = None,
+        codex_message_items: Any = None,
+    ) -> int:
+        """Awaitable :meth:`SessionDB.append_message`."""
+        return await self._call(
+            SessionDB.append_message,
+            session_id,
+            role,
+            content,
+            tool_name,
+            tool_calls,
+            tool_call_id,
+            token_count,
+            finish_reason,
+            reasoning,
+            reasoning_content,
+            reasoning_details,
+            codex_reasoning_items,
+            codex_message_items,
+        )
+
+    async def clear_messages(self, session_id: str) -> None:
+        """Awaitable :meth:`SessionDB.clear_messages`."""
+        return await self._call(SessionDB.clear_messages, session_id)
+
+    async def create_session(self, session_id: str, source: str, **kwargs: Any) -> str:
+        """Awaitable :meth:`SessionDB.create_session`."""
+        return await self._call(SessionDB.create_session, session_id, source, **kwargs)
+
+    async def delete_session(
+        self, session_id: str, sessions_dir: str | os.PathLike[str] | None = None
+    ) -> bool:
+        """Awaitable :meth:`SessionDB.delete_session`."""
+        return await self._call(SessionDB.delete_session, session_id, sessions_dir)
+
+    async def end_session(self, session_id: str, end_reason: str) -> None:
+        """Awaitable :meth:`SessionDB.end_session`."""
+        return await self._call(SessionDB.end_session, session_id, end_reason)
+
+    async def ensure_session(
+        self, session_id: str, source: str = "unknown", model: str | None = None, **kwargs: Any
+    ) -> str:
+        """Awaitable :meth:`SessionDB.ensure_session`."""
+        return await self._call(SessionDB.ensure_session, session_id, source, model, **kwargs)
+
+    async def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
+        """Awaitable :meth:`SessionDB.export_all`."""
+        return await self._call(SessionDB.export_all, source)
+
+    async def export_session(self, session_id: str) -> dict[str, Any] | None:
+        """Awaitable :meth:`SessionDB.export_session`."""
+        return await self._call(SessionDB.export_session, session_id)
+
+    async def get_ancestors(self, session_id: str) -> list[lineage.LineageNode]:
+        """Awaitable :meth:`SessionDB.get_ancestors`."""
+        return await self._call(SessionDB.get_ancestors, session_id)
+
+    async def get_compression_tip(self, session_id: str) -> str:
+        """Awaitable :meth:`SessionDB.get_compression_tip`."""
+        return await self._call(SessionDB.get_compression_tip, session_id)
+
+    async def get_descendants(self, session_id: str) -> list[lineage.LineageNode]:
+        """Awaitable :meth:`SessionDB.get_descendants`."""
+        return await self._call(SessionDB.get_descendants, session_id)
+
+    async def get_messages(self, session_id: str) -> list[dict[str, Any]]:
+        """Awaitable :meth:`SessionDB.get_messages`."""
+        return await self._call(SessionDB.get_messages, session_id)
+
+    async def get_messages_as_conversation(
+        self, session_id: str, include_ancestors: bool = False
+    ) -> list[dict[str, Any]]:
+        """Awaitable :meth:`SessionDB.get_messages_as_conversation`."""
+        return await self._call(SessionDB.get_messages_as_conversation, session_id, include_ancestors)
+
+    async def get_meta(self, key: str) -> str | None:
+        """Awaitable :meth:`SessionDB.get_meta`."""
+        return await self._call(SessionDB.get_meta, key)
+
+    async def get_next_title_in_lineage(self, base_title: str) -> str:
+        """Awaitable :meth:`SessionDB.get_next_title_in_lineage`."""
+        return await self._call(SessionDB.get_next_title_in_lineage, base_title)
+
+    async def get_session(self, session_id: str) -> dict[str, Any] | None:
+        """Awaitable :meth:`SessionDB.get_session`."""
+        return await self._call(SessionDB.get_session, session_id)
+
+    async def get_session_by_title(self, title: str) -> dict[str, Any] | None:
+        """Awaitable :meth:`SessionDB.get_session_by_title`."""
+        return await self._call(SessionDB.get_session_by_title, title)
+
+    async def get_session_title(self, session_id: str) -> str | None:
+        """Awaitable :meth:`SessionDB.get_session_title`."""
+        return await self._call(SessionDB.get_session_title, session_id)
+
+    async def list_sessions_rich(
+        self,
+        source: str | None = None,
+        exclude_sources: Sequence[str] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        include_children: bool = False,
+        project_compression_tips: bool = True,
+        order_by_last_active: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Awaitable :meth:`SessionDB.list_sessions_rich`."""
+        return await self._call(
+            SessionDB.list_sessions_rich,
+            source,
+            exclude_sources,
+            limit,
+            offset,
+            include_children,
+            project_compression_tips,
+            order_by_last_active,
+        )
+
+    async def maybe_auto_prune_and_vacuum(
+        self,
+        retention_days: float = 90,
+        min_interval_hours: float = 24,
+        vacuum: bool = True,
+        sessions_dir: str | os.PathLike[str] | None = None,
+    ) -> dict[str, Any]:
+        """Awaitable :meth:`SessionDB.maybe_auto_prune_and_vacuum`."""
+        return await self._call(
+            SessionDB.maybe_auto_prune_and_vacuum, retention_days, min_interval_hours, vacuum, sessions_dir
+        )
+
+    async def message_count(self, session_id: str | None = None) -> int:
+        """Awaitable :meth:`SessionDB.message_count`."""
+        return await self._call(SessionDB.message_count, session_id)
+
+    async def prune_empty_ghost_sessions(self, sessions_dir: str | os.PathLike[str] | None = None) -> int:
+        """Awaitable :meth:`SessionDB.prune_empty_ghost_sessions`."""
+        return await self._call(SessionDB.prune_empty_ghost_sessions, sessions_dir)
+
+    async def prune_sessions(
+        self,
+        older_than_days: float = 90,
+        source: str | None = None,
+        sessions_dir: str | os.PathLike[str] | None = None,
+    ) -> int:
+        """Awaitable :meth:`SessionDB.prune_sessions`."""
+        return await self._call(SessionDB.prune_sessions, older_than_days, source, sessions_dir)
+
+    async def reopen_session(self, session_id: str) -> None:
+        """Awaitable :meth:`SessionDB.reopen_session`."""
+        return await self._call(SessionDB.reopen_session, session_id)
+
+    async def replace_messages(self, session_id: str, messages_: Sequence[dict[str, Any]]) -> None:
+        """Awaitable :meth:`SessionDB.replace_messages`."""
+        return await self._call(SessionDB.replace_messages, session_id, messages_)
+
+    async def resolve_resume_session_id(self, session_id: str) -> str:
+        """Awaitable :meth:`SessionDB.resolve_resume_session_id`."""
+        return await self._call(SessionDB.resolve_resume_session_id, session_id)
+
+    async def resolve_session_by_title(self, title: str) -> str | None:
+        """Awaitable :meth:`SessionDB.resolve_session_by_title`."""
+        return await self._call(SessionDB.resolve_session_by_title, title)
+
+    async def resolve_session_id(self, session_id_or_prefix: str) -> str | None:
+        """Awaitable :meth:`SessionDB.resolve_session_id`."""
+        return await self._call(SessionDB.resolve_session_id, session_id_or_prefix)
+
+    async def search_messages(
+        self,
+        query: str,
+        source_filter: Sequence[str] | None = None,
+        exclude_sources: Sequence[str] | None = None,
+        role_filter: Sequence[str] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Awaitable :meth:`SessionDB.search_messages`."""
+        return await self._call(
+            SessionDB.search_messages, query, source_filter, exclude_sources, role_filter, limit, offset
+        )
+
+    async def search_sessions(
+        self, source: str | None = None, limit: int = 20, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """Awaitable :meth:`SessionDB.search_sessions`."""
+        return await self._call(SessionDB.search_sessions, source, limit, offset)
+
+    async def session_count(self, source: str | None = None) -> int:
+        """Awaitable :meth:`SessionDB.session_count`."""
+        return await self._call(SessionDB.session_count, source)
+
+    async def set_meta(self, key: str, value: str | None) -> None:
+        """Awaitable :meth:`SessionDB.set_meta`."""
+        return await self._call(SessionDB.set_meta, key, value)
+
+    async def set_session_title(self, session_id: str, title: str | None) -> bool:
+        """Awaitable :meth:`SessionDB.set_session_title`."""
+        return await self._call(SessionDB.set_session_title, session_id, title)
+
+    async def update_system_prompt(self, session_id: str, system_prompt: str) -> None:
+        """Awaitable :meth:`SessionDB.update_system_prompt`."""
+        return await self._call(SessionDB.update_system_prompt, session_id, system_prompt)
+
+    async def update_token_counts(
+        self,
+        session_id: str,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        model: str | None = None,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        reasoning_tokens: int = 0,
+        estimated_cost_usd: float | None = None,
+        actual_cost_usd: float | None = None,
+        cost_status: str | None = None,
+        cost_source: str | None = None,
+        pricing_version: str | None = None,
+        billing_provider: str | None = None,
+        billing_base_url: str | None = None,
+        billing_mode: str | None = None,
+        api_call_count: int = 0,
+        absolute: bool = False,
+    ) -> None:
+        """Awaitable :meth:`SessionDB.update_token_counts`."""
+        return await self._call(
+            SessionDB.update_token_counts,
+            session_id,
+            input_tokens,
+            output_tokens,
+            model,
+            cache_read_tokens,
+            cache_write_tokens,
+            reasoning_tokens,
+            estimated_cost_usd,
+            actual_cost_usd,
+            cost_status,
+            cost_source,
+            pricing_version,
+            billing_provider,
+            billing_base_url,
+            billing_mode,
+            api_call_count,
+            absolute,
+        )
+
+    async def vacuum(self) -> None:
+        """Awaitable :meth:`SessionDB.vacuum`."""
+        return await self._call(
+            SessionDB.vacuum,
+        )

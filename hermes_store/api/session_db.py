@@ -1,0 +1,622 @@
+"""``SessionDB``: upstream Hermes' session-store API over hermes_store's layers.
+
+A drop-in replacement for ``hermes_state.SessionDB`` (schema version 11): the same
+methods, parameters, defaults, return shapes (plain dicts) and errors, with the
+improvements listed in the contract (§4). The facade holds no SQL: it translates the
+dict API onto the repositories and runs each write through the unit of work.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, TypeVar
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import orm
+from sqlalchemy.engine import URL, Connection, Engine
+
+from hermes_store.admin import maintenance
+from hermes_store.admin.transcripts import remove_transcripts
+from hermes_store.db.engine import adopt_engine, create_engine, parse_url, resolve_url, sqlite_path
+from hermes_store.db.execution import Bind
+from hermes_store.domain import codec
+from hermes_store.domain.titles import MAX_TITLE_LENGTH, sanitize_title
+from hermes_store.domain.validation import optional_int, optional_str, require_count, require_str
+from hermes_store.repository import conversation, lineage, listing, messages, meta, sessions
+from hermes_store.schema.migrate import ensure_schema
+from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
+from hermes_store.search.engine import SearchFilters, search
+from hermes_store.search.plan import plan_search
+from hermes_store.search.sanitize import sanitize_fts5_query
+from hermes_store.uow.unit_of_work import (
+    CHECKPOINT_EVERY_N_WRITES,
+    MAX_ATTEMPTS,
+    RETRY_MAX_S,
+    RETRY_MIN_S,
+    UnitOfWork,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_SESSION_KEYWORDS = frozenset({"model", "model_config", "system_prompt", "user_id", "parent_session_id"})
+
+
+def _reraise_integrity(exc: sa_exc.IntegrityError) -> BaseException:
+    # Upstream callers catch the driver's IntegrityError (sqlite3.IntegrityError).
+    return exc.orig if isinstance(exc.orig, BaseException) else exc
+
+
+class SessionDB:
+    """Hermes' session store: sessions, messages, titles, lineage, search, export, pruning.
+
+    ``SessionDB()`` opens ``$HERMES_HOME/state.db`` (else ``~/.hermes/state.db``);
+    ``db_path`` may be a ``str`` or ``Path``, or a SQLAlchemy URL string such as
+    ``postgresql+psycopg://…`` (``url=`` says the same explicitly). Opening creates or
+    upgrades the schema (adopting legacy upstream files). Safe to share between threads;
+    several processes may share one SQLite file. Extra keyword arguments configure a
+    server's pool and timeouts (``pool_size``, ``max_overflow``, ``pool_pre_ping``,
+    ``pool_recycle``, ``statement_timeout``, ``lock_timeout``; see docs/postgresql.md).
+    """
+
+    MAX_TITLE_LENGTH: ClassVar[int] = MAX_TITLE_LENGTH
+    _WRITE_MAX_RETRIES: ClassVar[int] = MAX_ATTEMPTS
+    _WRITE_RETRY_MIN_S: ClassVar[float] = RETRY_MIN_S
+    _WRITE_RETRY_MAX_S: ClassVar[float] = RETRY_MAX_S
+    _CHECKPOINT_EVERY_N_WRITES: ClassVar[int] = CHECKPOINT_EVERY_N_WRITES
+    _CONTENT_JSON_PREFIX: ClassVar[str] = codec.CONTENT_JSON_PREFIX
+
+    def __init__(
+        self,
+        db_path: str | os.PathLike[str] | None = None,
+        *,
+        url: str | URL | None = None,
+        engine: Engine | None = None,
+        **engine_options: Any,
+    ) -> None:
+        # A url= that is not a URL is a mistake, never a file name (no stray files).
+        target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
+        self._url = engine.url if engine is not None else resolve_url(target)
+        # A caller's engine gets the settings of our own (WAL, foreign keys, BEGIN
+        # IMMEDIATE) but stays the caller's: close() leaves its pool alone.
+        # engine_options: pool and timeout settings for a server (docs/postgresql.md).
+        self.engine = (
+            adopt_engine(engine)
+            if engine is not None
+            else create_engine(self._url, prepare=True, **engine_options)
+        )
+        self.db_path = sqlite_path(self._url)
+        ensure_schema(self.engine)
+        self._uow = UnitOfWork(self.engine, owns_engine=engine is None)
+        self._raw: Any = None
+        self._closed = False
+
+    @property
+    def unit_of_work(self) -> UnitOfWork:
+        """The store's unit of work, for services that compose their own writes.
+
+        ``db.unit_of_work.write(fn, "what")`` runs ``fn(session)`` in one retried write
+        transaction and returns its result; ``with db.unit_of_work.read() as session:``
+        gives a read-only session. Inside them call the repository functions
+        (:mod:`hermes_store.repository`), never another ``SessionDB`` write (that raises
+        :class:`~hermes_store.errors.NestedWrite`). See the README, "Composing writes".
+        """
+        self._check_open()
+        return self._uow
+
+    # --- upstream-compatible internals ---------------------------------------------
+
+    @property
+    def _lock(self) -> threading.Lock:
+        """The in-process writer lock (upstream tests hold it around raw ``_conn`` use)."""
+        return self._uow._lock
+
+    @property
+    def _write_count(self) -> int:
+        return self._uow.write_count
+
+    @property
+    def _conn(self) -> sqlite3.Connection | None:
+        """A raw autocommit ``sqlite3`` connection with ``sqlite3.Row`` rows (SQLite only).
+
+        Kept for code written against upstream, which used one connection directly.
+        ``None`` after :meth:`close`.
+        """
+        if self._closed:
+            return None
+        if self._raw is None:
+            self._raw = self.engine.raw_connection()
+            driver = self._raw.driver_connection
+            if isinstance(driver, sqlite3.Connection):
+                driver.row_factory = sqlite3.Row
+            elif hasattr(driver, "autocommit"):
+                driver.autocommit = True  # like upstream's sqlite3 connection
+        driver_connection: Any = self._raw.driver_connection
+        return driver_connection  # type: ignore[no-any-return]
+
+    def _execute_write(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(connection)`` in one retried write transaction (upstream's primitive)."""
+        self._check_open()
+
+        def work(db: Connection) -> T:
+            return fn(db.connection.driver_connection)
+
+        return self._write(work, "a raw write")
+
+    def _write(self, work: Callable[[Connection], T], operation: str) -> T:
+        self._check_open()
+        try:
+            return self._uow.write_connection(work, operation)
+        except sa_exc.IntegrityError as exc:
+            raise _reraise_integrity(exc) from exc
+        except sa_exc.StatementError as exc:
+            # A value the column type refused (e.g. bytes on PostgreSQL): surface the
+            # caller's error as the ValueError/TypeError it is.
+            if isinstance(exc.orig, ValueError | TypeError):
+                raise exc.orig from exc
+            raise
+
+    def _read(self, work: Callable[[orm.Session], T]) -> T:
+        """Run ``work`` with an ORM session in a read transaction (kept for the CLI)."""
+        self._check_open()
+        with self._uow.read() as db:
+            return work(db)
+
+    def _query(self, work: Callable[[Bind], T], snapshot: bool = False) -> T:
+        """Run ``work`` on a read connection: the facade's cheap read path. Reads of more
+        than one statement that must agree with each other ask for a ``snapshot``."""
+        self._check_open()
+        with self._uow.read_connection(snapshot) as connection:
+            return work(connection)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this SessionDB is closed")
+
+    # --- static helpers --------------------------------------------------------------
+
+    sanitize_title = staticmethod(sanitize_title)
+    _sanitize_fts5_query = staticmethod(sanitize_fts5_query)
+    _contains_cjk = staticmethod(contains_cjk)
+    _count_cjk = staticmethod(count_cjk)
+
+    @staticmethod
+    def _is_cjk_codepoint(cp: int | str) -> bool:
+        """Whether a code point (or one-character string) is CJK."""
+        return is_cjk_codepoint(ord(cp) if isinstance(cp, str) else cp)
+
+    # Classmethods, as upstream's: Hermes' own tests patch ``SessionDB._encode_content``
+    # (calling the original through ``__func__``) to inject a storage failure, so every
+    # write path encodes content through this seam, never around it.
+    @classmethod
+    def _encode_content(cls, content: Any) -> Any:
+        """Content as stored: lists and dicts become the ``\x00json:`` sentinel text."""
+        return codec.encode_content(content)
+
+    @classmethod
+    def _decode_content(cls, content: Any) -> Any:
+        """Reverse :meth:`_encode_content`; other values come back unchanged."""
+        return codec.decode_content(content)
+
+    # --- session lifecycle ---------------------------------------------------------
+
+    def _insert_session(self, session_id: str, source: str, fields: dict[str, Any]) -> str:
+        unknown = set(fields) - _SESSION_KEYWORDS
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+        require_str("session_id", session_id)
+        require_str("source", source)
+        for name in ("model", "system_prompt", "user_id", "parent_session_id"):
+            optional_str(name, fields.get(name))
+        values = dict(fields)
+        values["model_config"] = codec.encode_json(values.get("model_config"))
+        self._write(
+            lambda db: sessions.insert_session(db, session_id, source, **values), "creating a session"
+        )
+        return session_id
+
+    def create_session(self, session_id: str, source: str, **kwargs: Any) -> str:
+        """Create a session (``INSERT OR IGNORE``: an existing row is left as it is).
+
+        Keywords: ``model``, ``model_config`` (dict, stored as JSON), ``system_prompt``,
+        ``user_id``, ``parent_session_id``. Returns ``session_id``. A parent that does not
+        exist raises ``sqlite3.IntegrityError``.
+        """
+        return self._insert_session(session_id, source, kwargs)
+
+    def ensure_session(
+        self, session_id: str, source: str = "unknown", model: str | None = None, **kwargs: Any
+    ) -> str:
+        """Create the session if it is missing, never overwriting one; returns its id."""
+        return self._insert_session(session_id, source, {"model": model, **kwargs})
+
+    def end_session(self, session_id: str, end_reason: str) -> None:
+        """Mark a session ended with ``end_reason``; the first end wins."""
+        require_str("session_id", session_id)
+        optional_str("end_reason", end_reason)
+        self._write(lambda db: sessions.end(db, session_id, end_reason), "ending a session")
+
+    def reopen_session(self, session_id: str) -> None:
+        """Clear a session's ``ended_at`` and ``end_reason``."""
+        self._write(lambda db: sessions.reopen(db, session_id), "reopening a session")
+
+    def update_system_prompt(self, session_id: str, system_prompt: str) -> None:
+        """Store the session's system prompt."""
+        optional_str("system_prompt", system_prompt)
+        self._write(
+            lambda db: sessions.set_column(db, session_id, system_prompt=system_prompt),
+            "updating a system prompt",
+        )
+
+    def update_token_counts(
+        self,
+        session_id: str,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        model: str | None = None,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        reasoning_tokens: int = 0,
+        estimated_cost_usd: float | None = None,
+        actual_cost_usd: float | None = None,
+        cost_status: str | None = None,
+        cost_source: str | None = None,
+        pricing_version: str | None = None,
+        billing_provider: str | None = None,
+        billing_base_url: str | None = None,
+        billing_mode: str | None = None,
+        api_call_count: int = 0,
+        absolute: bool = False,
+    ) -> None:
+        """Add token/cost figures to a session (or set them, with ``absolute=True``).
+
+        A missing session is created (source ``"unknown"``). Incremental mode treats NULL
+        counters as 0. ``model`` and billing fields keep their first non-NULL value.
+        """
+        usage = sessions.TokenUsage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+            reasoning_tokens=reasoning_tokens,
+            estimated_cost_usd=estimated_cost_usd,
+            actual_cost_usd=actual_cost_usd,
+            cost_status=cost_status,
+            cost_source=cost_source,
+            pricing_version=pricing_version,
+            billing_provider=billing_provider,
+            billing_base_url=billing_base_url,
+            billing_mode=billing_mode,
+            model=model,
+            api_call_count=api_call_count,
+        )
+        self._write(
+            lambda db: sessions.apply_token_usage(db, session_id, usage, absolute),
+            "updating token counts",
+        )
+
+    def prune_empty_ghost_sessions(self, sessions_dir: str | os.PathLike[str] | None = None) -> int:
+        """Delete ended, untitled, message-less ``tui`` sessions older than a day.
+
+        Their children are detached (``parent_session_id = NULL``), not deleted.
+        Returns how many were deleted.
+        """
+        cutoff = time.time() - 86400
+        deleted = self._write(lambda db: sessions.delete_ghosts(db, cutoff), "pruning ghost sessions")
+        remove_transcripts(sessions_dir, deleted)
+        return len(deleted)
+
+    # --- lookup ----------------------------------------------------------------------
+
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        """All columns of a session as a dict, or ``None``."""
+        return self._query(lambda db: sessions.get_row(db, session_id))
+
+    def resolve_session_id(self, session_id_or_prefix: str) -> str | None:
+        """The exact id, else the only id with this prefix; ``None`` if none or ambiguous."""
+        if not session_id_or_prefix:
+            return None
+        return self._query(lambda db: sessions.resolve_id_prefix(db, session_id_or_prefix), snapshot=True)
+
+    # --- titles ----------------------------------------------------------------------
+
+    def set_session_title(self, session_id: str, title: str | None) -> bool:
+        """Set (or, with an empty title, clear) a session's title; ``False`` if no session.
+
+        Raises ``ValueError`` for a title over 100 characters or one another session holds.
+        """
+        clean = sanitize_title(title)
+        return self._write(lambda db: sessions.set_title(db, session_id, clean), "setting a title")
+
+    def get_session_title(self, session_id: str) -> str | None:
+        """The session's title, or ``None``."""
+        row = self.get_session(session_id)
+        return None if row is None else row["title"]
+
+    def get_session_by_title(self, title: str) -> dict[str, Any] | None:
+        """The session titled exactly ``title`` (case-sensitive), or ``None``."""
+        return self._query(lambda db: sessions.row_by_title(db, title))
+
+    def resolve_session_by_title(self, title: str) -> str | None:
+        """The latest ``"<title> #N"`` session if any exists, else the exact match's id."""
+        return self._query(lambda db: sessions.resolve_title(db, title), snapshot=True)
+
+    def get_next_title_in_lineage(self, base_title: str) -> str:
+        """The next free numbered title: ``"my project"`` → ``"my project #2"``."""
+        return self._query(lambda db: sessions.next_title_in_lineage(db, base_title))
+
+    # --- lineage ---------------------------------------------------------------------
+
+    def get_compression_tip(self, session_id: str) -> str:
+        """The latest continuation reached through compression splits, or the input."""
+        return self._query(lambda db: lineage.compression_tip(db, session_id))
+
+    def resolve_resume_session_id(self, session_id: str) -> str:
+        """The session to resume: itself if it has messages, else its first descendant that does."""
+        if not session_id:
+            return session_id
+        try:
+            return self._query(lambda db: lineage.resume_target(db, session_id), snapshot=True)
+        except sa_exc.SQLAlchemyError as exc:
+            log.debug("resolve_resume_session_id fell back to the input: %s", exc)
+            return session_id
+
+    def _session_lineage_root_to_tip(self, session_id: str) -> list[str]:
+        return self._query(lambda db: lineage.chain_root_to_session(db, session_id))
+
+    def get_ancestors(self, session_id: str) -> list[lineage.LineageNode]:
+        """The session and its ancestors, root first."""
+        return self._query(lambda db: lineage.ancestors(db, session_id))
+
+    def get_descendants(self, session_id: str) -> list[lineage.LineageNode]:
+        """The session and all its descendants, breadth first."""
+        return self._query(lambda db: lineage.descendants(db, session_id))
+
+    # --- messages --------------------------------------------------------------------
+
+    def append_message(
+        self,
+        session_id: str,
+        role: str,
+        content: Any = None,
+        tool_name: str | None = None,
+        tool_calls: Any = None,
+        tool_call_id: str | None = None,
+        token_count: int | None = None,
+        finish_reason: str | None = None,
+        reasoning: str | None = None,
+        reasoning_content: str | None = None,
+        reasoning_details: Any = None,
+        codex_reasoning_items: Any = None,
+        codex_message_items: Any = None,
+    ) -> int:
+        """Store one message and bump the session's counters; returns the message id.
+
+        ``tool_calls`` adds its length (a list) or 1 (any other value) to
+        ``tool_call_count``. An unknown session raises ``sqlite3.IntegrityError``; a
+        wrongly typed argument raises ``TypeError`` before anything is written.
+        """
+        require_str("session_id", session_id)
+        require_str("role", role)
+        for name, value in (
+            ("tool_name", tool_name),
+            ("tool_call_id", tool_call_id),
+            ("finish_reason", finish_reason),
+            ("reasoning", reasoning),
+            ("reasoning_content", reasoning_content),
+        ):
+            optional_str(name, value)
+        optional_int("token_count", token_count)
+        message = conversation.new_message(
+            role,
+            content,
+            encode_content=self._encode_content,
+            tool_name=tool_name,
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id,
+            token_count=token_count,
+            finish_reason=finish_reason,
+            reasoning=reasoning,
+            reasoning_content=reasoning_content,
+            reasoning_details=reasoning_details,
+            codex_reasoning_items=codex_reasoning_items,
+            codex_message_items=codex_message_items,
+        )
+        return self._write(lambda db: messages.append(db, session_id, message), "appending a message")
+
+    def replace_messages(self, session_id: str, messages_: Sequence[dict[str, Any]]) -> None:
+        """Atomically replace a session's transcript with ``messages_`` (OpenAI-style dicts)."""
+        require_str("session_id", session_id)
+        for entry in messages_:
+            if not isinstance(entry, dict):
+                raise TypeError(f"each message must be a dict, not {type(entry).__name__}")
+        prepared = [conversation.message_from_dict(entry, self._encode_content) for entry in messages_]
+        self._write(lambda db: messages.replace_all(db, session_id, prepared), "replacing messages")
+
+    def get_messages(self, session_id: str) -> list[dict[str, Any]]:
+        """Every message of a session with all 15 columns, in insertion order.
+
+        ``content`` and ``tool_calls`` are decoded; the other JSON columns stay strings.
+        """
+        return conversation.decoded(self._query(lambda db: messages.rows_for(db, session_id)))
+
+    def get_messages_as_conversation(
+        self, session_id: str, include_ancestors: bool = False
+    ) -> list[dict[str, Any]]:
+        """The session as OpenAI-format messages for replay, in insertion order.
+
+        User/assistant text has recalled-memory blocks removed and is trimmed. With
+        ``include_ancestors`` the whole parent chain is replayed, root first, without the
+        user prompts that were re-sent on resume.
+        """
+        return self._query(lambda db: conversation.replay(db, session_id, include_ancestors), snapshot=True)
+
+    def clear_messages(self, session_id: str) -> None:
+        """Delete a session's messages and zero its message counters (the session stays)."""
+        self._write(lambda db: messages.clear(db, session_id), "clearing messages")
+
+    # --- listing, counting, export ---------------------------------------------------
+
+    def list_sessions_rich(
+        self,
+        source: str | None = None,
+        exclude_sources: Sequence[str] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+        include_children: bool = False,
+        project_compression_tips: bool = True,
+        order_by_last_active: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Sessions with ``preview`` and ``last_active``, newest first (see upstream §7.6).
+
+        Child sessions other than branches are hidden unless ``include_children``. A
+        session split by compression is shown with its latest continuation's details.
+        """
+        require_count("limit", limit)
+        require_count("offset", offset)
+        filters = listing.ListingFilter(source, exclude_sources, include_children)
+        return self._query(
+            lambda db: listing.rich_listing(
+                db,
+                filters,
+                limit,
+                offset,
+                order_by_last_active=order_by_last_active,
+                project_compression_tips=project_compression_tips and not include_children,
+            )
+        )
+
+    def search_sessions(
+        self, source: str | None = None, limit: int = 20, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """Sessions with ``last_active``, most recently active first."""
+        require_count("limit", limit)
+        require_count("offset", offset)
+        return self._query(lambda db: listing.by_last_active(db, source, limit, offset))
+
+    def session_count(self, source: str | None = None) -> int:
+        """Number of sessions (of one source when given)."""
+        return self._query(lambda db: sessions.count(db, source))
+
+    def message_count(self, session_id: str | None = None) -> int:
+        """Number of messages (of one session when given)."""
+        return self._query(lambda db: messages.count(db, session_id))
+
+    def export_session(self, session_id: str) -> dict[str, Any] | None:
+        """A session's row plus ``"messages"`` (as :meth:`get_messages`), or ``None``.
+
+        Row and messages come from one read transaction, so they always agree.
+        """
+        return self._query(lambda db: conversation.exported_session(db, session_id), snapshot=True)
+
+    def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
+        """Every session (most recently active first) with its ``"messages"``, one snapshot."""
+        return self._query(lambda db: conversation.exported_all(db, source), snapshot=True)
+
+    def delete_session(self, session_id: str, sessions_dir: str | os.PathLike[str] | None = None) -> bool:
+        """Delete a session and its messages, detaching its children; ``False`` if missing."""
+        deleted = self._write(lambda db: sessions.delete_one(db, session_id), "deleting a session")
+        if deleted:
+            remove_transcripts(sessions_dir, [session_id])
+        return deleted
+
+    def prune_sessions(
+        self,
+        older_than_days: float = 90,
+        source: str | None = None,
+        sessions_dir: str | os.PathLike[str] | None = None,
+    ) -> int:
+        """Delete ended sessions started more than ``older_than_days`` ago; returns how many.
+
+        Live sessions are never pruned; children of pruned sessions are detached.
+        """
+        cutoff = time.time() - older_than_days * 86400
+        pruned = self._write(lambda db: sessions.prune(db, cutoff, source), "pruning sessions")
+        remove_transcripts(sessions_dir, pruned)
+        return len(pruned)
+
+    # --- search ----------------------------------------------------------------------
+
+    def search_messages(
+        self,
+        query: str,
+        source_filter: Sequence[str] | None = None,
+        exclude_sources: Sequence[str] | None = None,
+        role_filter: Sequence[str] | None = None,
+        limit: int = 20,
+        offset: int = 0,
+    ) -> list[dict[str, Any]]:
+        """Full-text search over messages (content, tool name, tool-call JSON).
+
+        Words go to the word index, CJK to the trigram index or a literal substring scan.
+        Each hit has ``id, session_id, role, snippet, timestamp, tool_name, source, model,
+        session_started, context``. Never raises on query syntax.
+        """
+        if not query:
+            return []
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a str, not {type(query).__name__}")
+        require_count("limit", limit)
+        require_count("offset", offset)
+        plan = plan_search(query)
+        if plan.kind == "empty":
+            return []
+        filters = SearchFilters(source_filter, exclude_sources, role_filter)
+        return self._query(lambda db: search(db, plan, filters, limit, offset))
+
+    # --- metadata and maintenance ----------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        """The value stored under ``key`` in ``state_meta``."""
+        require_str("key", key)
+        return self._query(lambda db: meta.get(db, key))
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Store ``value`` under ``key`` in ``state_meta``."""
+        require_str("key", key)
+        optional_str("value", value)
+        self._write(lambda db: meta.put(db, key, value), "setting metadata")
+
+    def vacuum(self) -> None:
+        """Checkpoint the WAL (TRUNCATE) and ``VACUUM`` the file (SQLite only)."""
+        self._check_open()
+        with self._lock:
+            maintenance.vacuum(self.engine)
+
+    def maybe_auto_prune_and_vacuum(
+        self,
+        retention_days: float = 90,
+        min_interval_hours: float = 24,
+        vacuum: bool = True,
+        sessions_dir: str | os.PathLike[str] | None = None,
+    ) -> dict[str, Any]:
+        """Prune and vacuum at most once per ``min_interval_hours``; never raises.
+
+        Returns ``{"skipped", "pruned", "vacuumed"}`` plus ``"error"`` on failure.
+        """
+        return maintenance.auto_prune_and_vacuum(
+            self, retention_days, min_interval_hours, vacuum=vacuum, sessions_dir=sessions_dir
+        )
+
+    def close(self) -> None:
+        """Checkpoint the WAL and close every connection; calling it twice is harmless."""
+        if self._closed:
+            return
+        with self._uow._lock:
+            if self._raw is not None:
+                self._raw.close()
+                self._raw = None
+        self._uow.close()
+        self._closed = True
+
+    def __enter__(self) -> SessionDB:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

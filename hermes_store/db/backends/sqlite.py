@@ -1,0 +1,124 @@
+"""SQLite: everything hermes_store does differently on a SQLite file.
+
+Transactions are begun by the engine's ``begin`` listener (:mod:`hermes_store.db.engine`);
+maintenance that must run outside a transaction opens a connection with
+:data:`~hermes_store.db.engine.NO_BEGIN_OPTION`, so that the listener leaves it in
+SQLite's autocommit mode, and still runs through SQLAlchemy (events see it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+from sqlalchemy import REAL, ColumnElement, orm
+from sqlalchemy.dialects import sqlite
+from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.types import TypeEngine
+
+from hermes_store.db.engine import NO_BEGIN_OPTION
+from hermes_store.db.execution import driver_execute
+from hermes_store.domain.codec import CONTENT_JSON_PREFIX
+
+log = logging.getLogger(__name__)
+
+
+class SQLiteBackend:
+    """The SQLite backend (see :class:`hermes_store.db.backends.Backend`)."""
+
+    name = "sqlite"
+    is_file = True
+    content_sentinel = CONTENT_JSON_PREFIX
+    # A unary + keeps the planner off idx_sessions_source: walking idx_sessions_started
+    # newest first and stopping at LIMIT beats computing the preview and last-activity
+    # subqueries for every session of a large source.
+    listing_source_column = "+s.source"
+    # Idle read connections stay checked out: no pool checkout and reset per read.
+    keeps_idle_connections = True
+    adopts_legacy_files = True
+
+    def search_module(self) -> ModuleType:
+        """FTS5 word and trigram indexes (:mod:`hermes_store.search.sqlite`)."""
+        from hermes_store.search import sqlite as search
+
+        return search
+
+    def insert(self, table: Any) -> Any:
+        """SQLite's ``INSERT … ON CONFLICT`` construct."""
+        return sqlite.insert(table)
+
+    def ascii_case_like(self, column: Any, pattern: str) -> ColumnElement[bool]:
+        """SQLite's ``LIKE`` already ignores ASCII case."""
+        return column.like(pattern, escape="\\")  # type: ignore[no-any-return]
+
+    def preview_starts_with_sentinel(self) -> tuple[str, dict[str, Any]]:
+        """Compared as bytes: SQLite's text functions stop at the sentinel's NUL byte."""
+        return (
+            "substr(CAST(m.content AS BLOB), 1, :sentinel_len) = CAST(:sentinel AS BLOB)",
+            {"sentinel": CONTENT_JSON_PREFIX, "sentinel_len": len(CONTENT_JSON_PREFIX.encode())},
+        )
+
+    def in_list(self, expression: str, param: str) -> str:
+        """The list travels as one JSON array, unpacked by ``json_each``."""
+        return f"{expression} IN (SELECT value FROM json_each(:{param}))"
+
+    def list_value(self, values: Sequence[Any]) -> Any:
+        """A JSON array."""
+        return json.dumps(list(values))
+
+    def content_bind_processor(self) -> Any:
+        """None: SQLite's TEXT column stores any Python value as it is."""
+        return None
+
+    def content_result_processor(self) -> Any:
+        """None: values come back as they were stored."""
+        return None
+
+    def float8_type(self, dialect: Dialect) -> TypeEngine[Any]:
+        """``REAL`` (8 bytes in SQLite), as upstream Hermes declares timestamps and costs."""
+        return dialect.type_descriptor(REAL())
+
+    def prepare_read_connection(self, connection: Connection) -> Connection:
+        """Reads run in SQLite's autocommit mode (each statement its own read transaction,
+        as upstream Hermes reads); :meth:`begin_snapshot` opens one when asked."""
+        return connection.execution_options(**{NO_BEGIN_OPTION: True})
+
+    def begin_snapshot(self, connection: Connection) -> None:
+        """A deferred ``BEGIN``: the first read fixes the snapshot every later one sees."""
+        connection.exec_driver_sql("BEGIN")
+
+    def lock_for_migration(self, connection: Connection) -> None:
+        """Nothing: the migration's ``BEGIN IMMEDIATE`` already holds the write lock."""
+
+    def checkpoint(self, connection: Connection) -> None:
+        """``PRAGMA wal_checkpoint(PASSIVE)`` in autocommit mode (no transaction begun)."""
+        driver_execute(connection, "PRAGMA wal_checkpoint(PASSIVE)", begin=False)
+
+    def vacuum(self, engine: Engine) -> None:
+        """``PRAGMA wal_checkpoint(TRUNCATE)`` (best effort), then ``VACUUM`` (errors propagate)."""
+        with engine.connect().execution_options(**{NO_BEGIN_OPTION: True}) as connection:
+            try:
+                connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)").close()
+            except Exception as exc:
+                log.debug("WAL truncate skipped: %s", exc)
+            connection.exec_driver_sql("VACUUM")
+
+    def storage_facts(self, scalar: Callable[[str], Any]) -> dict[str, Any]:
+        """Journal mode, page figures and the SQLite library version (``hermes-store info``)."""
+        return {
+            "journal_mode": scalar("PRAGMA journal_mode"),
+            "page_size": scalar("PRAGMA page_size"),
+            "page_count": scalar("PRAGMA page_count"),
+            "freelist_count": scalar("PRAGMA freelist_count"),
+            "sqlite_version": sqlite3.sqlite_version,
+        }
+
+    def after_bulk_copy(self, db: orm.Session) -> None:
+        """Nothing: AUTOINCREMENT follows the largest id inserted."""
+
+
+BACKEND = SQLiteBackend()

@@ -1,0 +1,69 @@
+"""Classifying a database server's errors (PostgreSQL) by SQLSTATE, not message text.
+
+Three families matter to a store on a server:
+
+* the server is unreachable or dropped the connection (restart, ``pg_terminate_backend``,
+  network cut): SQLSTATE class ``08``, ``57P01``–``57P03``, or a driver error without a
+  SQLSTATE that SQLAlchemy recognised as a disconnect or raised while connecting;
+* ``lock_timeout`` (``55P03``) and ``statement_timeout`` (``57014``): typed, naming the
+  setting;
+* everything else: left to :mod:`hermes_store.db.sqlite_errors`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import exc as sa_exc
+
+from hermes_store.errors import ServerUnavailable, StoreTimeout
+
+_UNREACHABLE_SQLSTATES = {"57P01", "57P02", "57P03"}  # admin/crash shutdown, cannot connect now
+_TIMEOUTS = {"55P03": "lock_timeout", "57014": "statement_timeout"}
+
+
+def _sqlstate(error: BaseException) -> str | None:
+    original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
+    state = getattr(original, "sqlstate", None)
+    return str(state) if state else None
+
+
+def _is_server_driver_error(error: BaseException) -> bool:
+    original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
+    return type(original).__module__.split(".")[0] in {"psycopg", "psycopg2", "asyncpg"}
+
+
+def is_server_unreachable(error: BaseException) -> bool:
+    """True when ``error`` means the server cannot be reached or dropped the connection."""
+    if not _is_server_driver_error(error):
+        return False
+    if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
+        return True
+    state = _sqlstate(error)
+    if state is None:
+        # psycopg raises OperationalError without a SQLSTATE when connecting fails or
+        # the socket closes under a statement.
+        original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
+        return type(original).__name__ == "OperationalError"
+    return state.startswith("08") or state in _UNREACHABLE_SQLSTATES
+
+
+def translate_server_error(error: BaseException, operation: str) -> BaseException | None:
+    """The ``StoreError`` a server error stands for, or ``None`` when it has none."""
+    if not _is_server_driver_error(error):
+        return None
+    setting = _TIMEOUTS.get(_sqlstate(error) or "")
+    if setting is not None:
+        original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
+        detail = str(original).strip().splitlines()[0] if str(original).strip() else setting
+        return StoreTimeout(setting, operation, detail)
+    if is_server_unreachable(error):
+        return ServerUnavailable(
+            f"the database server is unreachable or dropped the connection while {operation}; "
+            f"this call was not applied — retry once the server is back ({_first_line(error)})"
+        )
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
+    text = str(original).strip()
+    return text.splitlines()[0] if text else type(original).__name__

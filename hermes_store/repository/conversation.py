@@ -1,0 +1,168 @@
+"""Messages between the API's shapes and the stored rows, both ways.
+
+:func:`new_message` and :func:`message_from_dict` encode what ``append_message`` and
+``replace_messages`` receive into a row ready to store (see :mod:`hermes_store.domain.codec`);
+:func:`decoded` and the export functions turn stored rows back into ``get_messages``' dicts.
+
+:func:`decoded` turns rows as stored into ``get_messages``' dicts (content and tool
+calls decoded). :func:`replay` builds the OpenAI-format conversation an agent resumes
+from: text cleaned of recalled-memory blocks, assistant-only fields only on assistant
+turns, and — across a parent chain — without the user prompts that were re-sent when a
+session was resumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hermes_store.db.execution import Bind
+from hermes_store.domain import codec
+from hermes_store.domain.context_sanitizer import sanitize_context
+from hermes_store.repository import lineage, listing, messages, sessions
+
+_JSON_ASSISTANT_FIELDS = ("reasoning_details", "codex_reasoning_items", "codex_message_items")
+
+
+def new_message(
+    role: str,
+    content: Any = None,
+    *,
+    tool_name: str | None = None,
+    tool_calls: Any = None,
+    tool_call_id: str | None = None,
+    token_count: int | None = None,
+    finish_reason: str | None = None,
+    reasoning: str | None = None,
+    reasoning_content: str | None = None,
+    reasoning_details: Any = None,
+    codex_reasoning_items: Any = None,
+    codex_message_items: Any = None,
+    encode_content: Callable[[Any], Any] = codec.encode_content,
+) -> messages.NewMessage:
+    """``append_message``'s arguments as a row to store: content and JSON fields encoded,
+    and how much the message adds to the session's ``tool_call_count``.
+
+    ``encode_content`` is the store's content encoder (``SessionDB._encode_content``, a
+    seam upstream's tests patch)."""
+    return messages.NewMessage(
+        role=role,
+        content=encode_content(content),
+        tool_call_id=tool_call_id,
+        tool_calls=codec.encode_json(tool_calls),
+        tool_name=tool_name,
+        token_count=token_count,
+        finish_reason=finish_reason,
+        reasoning=reasoning,
+        reasoning_content=reasoning_content,
+        reasoning_details=codec.encode_json(reasoning_details),
+        codex_reasoning_items=codec.encode_json(codex_reasoning_items),
+        codex_message_items=codec.encode_json(codex_message_items),
+        tool_call_units=codec.count_tool_calls(tool_calls),
+    )
+
+
+def message_from_dict(
+    entry: dict[str, Any], encode_content: Callable[[Any], Any] = codec.encode_content
+) -> messages.NewMessage:
+    """One OpenAI-style message dict of ``replace_messages`` as a row to store.
+
+    A missing role is ``"unknown"``; the reasoning fields are kept on assistant messages only.
+    """
+    role = entry.get("role") or "unknown"
+    assistant = role == "assistant"
+
+    def assistant_only(key: str) -> Any:
+        return entry.get(key) if assistant else None
+
+    return new_message(
+        role,
+        entry.get("content"),
+        tool_name=entry.get("tool_name"),
+        tool_calls=entry.get("tool_calls"),
+        tool_call_id=entry.get("tool_call_id"),
+        token_count=entry.get("token_count"),
+        finish_reason=entry.get("finish_reason"),
+        reasoning=assistant_only("reasoning"),
+        reasoning_content=assistant_only("reasoning_content"),
+        reasoning_details=assistant_only("reasoning_details"),
+        codex_reasoning_items=assistant_only("codex_reasoning_items"),
+        codex_message_items=assistant_only("codex_message_items"),
+        encode_content=encode_content,
+    )
+
+
+def decoded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Decode ``content`` and ``tool_calls`` of message rows in place; returns the rows."""
+    for item in rows:
+        item["content"] = codec.decode_content(item["content"])
+        if item["tool_calls"]:
+            item["tool_calls"] = codec.decode_tool_calls(item["tool_calls"])
+    return rows
+
+
+def exported_session(db: Bind, session_id: str) -> dict[str, Any] | None:
+    """A session's row plus ``"messages"`` (decoded), or ``None``."""
+    row = sessions.get_row(db, session_id)
+    if row is None:
+        return None
+    return {**row, "messages": decoded(messages.rows_for(db, session_id))}
+
+
+def exported_all(db: Bind, source: str | None) -> list[dict[str, Any]]:
+    """Every session (of ``source``), most recently active first, each with its messages."""
+    rows = listing.by_last_active(db, source, 100000, 0)
+    by_session = messages.rows_by_session(db, source)
+    return [{**row, "messages": decoded(by_session.get(row["id"], []))} for row in rows]
+
+
+def replay(db: Bind, session_id: str, include_ancestors: bool) -> list[dict[str, Any]]:
+    """The session (with ``include_ancestors``, its whole parent chain, root first) as
+    OpenAI-format messages in insertion order."""
+    ids = lineage.chain_root_to_session(db, session_id) if include_ancestors else [session_id]
+    conversation: list[dict[str, Any]] = []
+    for row in messages.conversation_rows(db, ids):
+        entry = entry_of(row)
+        if include_ancestors and is_replayed_prompt(conversation, entry):
+            continue
+        conversation.append(entry)
+    return conversation
+
+
+def entry_of(row: dict[str, Any]) -> dict[str, Any]:
+    """One replay message from a stored row."""
+    content = codec.decode_content(row["content"])
+    if row["role"] in ("user", "assistant") and isinstance(content, str):
+        content = sanitize_context(content).strip()
+    entry: dict[str, Any] = {"role": row["role"], "content": content}
+    if row["tool_call_id"]:
+        entry["tool_call_id"] = row["tool_call_id"]
+    if row["tool_name"]:
+        entry["tool_name"] = row["tool_name"]
+    if row["tool_calls"]:
+        entry["tool_calls"] = codec.decode_tool_calls(row["tool_calls"])
+    if row["role"] == "assistant":
+        if row["finish_reason"]:
+            entry["finish_reason"] = row["finish_reason"]
+        if row["reasoning"]:
+            entry["reasoning"] = row["reasoning"]
+        if row["reasoning_content"] is not None:
+            entry["reasoning_content"] = row["reasoning_content"]
+        for key in _JSON_ASSISTANT_FIELDS:
+            raw = row[key]
+            if raw:
+                entry[key] = codec.decode_json_or(raw, None)
+    return entry
+
+
+def is_replayed_prompt(kept: list[dict[str, Any]], entry: dict[str, Any]) -> bool:
+    """A user prompt equal to an earlier one with no assistant output in between."""
+    content = entry.get("content")
+    if entry["role"] != "user" or not isinstance(content, str) or not content:
+        return False
+    for previous in reversed(kept):
+        if previous["role"] == "user" and previous.get("content") == content:
+            return True
+        if previous["role"] == "assistant" and (previous.get("content") or previous.get("tool_calls")):
+            return False
+    return False

@@ -1,0 +1,251 @@
+"""Bringing a database to the schema this release expects.
+
+``ensure_schema`` runs whenever a store opens. On an up-to-date database it costs one
+query and never imports Alembic (a CLI opens the store on every command). Otherwise it
+runs the Alembic history — adopting legacy upstream databases on the way — inside one
+write transaction: on SQLite that is ``BEGIN IMMEDIATE``, so concurrent first opens
+queue up instead of migrating twice, and a crash mid-way leaves the file as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from hermes_store.db.backends import backend_for
+from hermes_store.db.engine import create_engine, write_engine
+from hermes_store.db.sqlite_errors import is_lock_error, raise_translated
+from hermes_store.schema.legacy import NewerSchemaWarning
+from hermes_store.schema.revisions import History, history
+from hermes_store.schema.revisions import migrations_path as migrations_path
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from sqlalchemy.engine import URL
+
+
+T = TypeVar("T")
+
+MIGRATION_LOCK_WAIT_S = 120.0
+"""How long an opener waits for another process's migration before giving up."""
+
+
+@dataclass(frozen=True)
+class SchemaState:
+    """What one cheap query says about a database's schema."""
+
+    revision: str | None
+    legacy_version: int | None
+    scripts: History = field(default_factory=history, compare=False)
+    """The revision history this state is judged against (default: the shipped one)."""
+
+    @property
+    def at_head(self) -> bool:
+        """True when Alembic's revision is ours and the newest."""
+        return self.revision == self.scripts.head
+
+    @property
+    def newer(self) -> bool:
+        """True when a newer release (ours or upstream's) has written this schema."""
+        revision_newer = self.revision is not None and self.revision not in self.scripts
+        head_version = self.scripts.head_schema_version or 0
+        legacy_newer = self.legacy_version is not None and self.legacy_version > head_version
+        return revision_newer or legacy_newer
+
+
+def read_schema_state(engine: Engine, script_location: str | None = None) -> SchemaState:
+    """Read the Alembic revision and upstream's ``schema_version`` in one query.
+
+    Missing tables read as ``None``. Opens its own short read transaction. The state is
+    judged against the scripts in ``script_location`` (default: the shipped migrations).
+    """
+    state = _read_schema_state(engine)
+    if script_location is None:
+        return state
+    return SchemaState(state.revision, state.legacy_version, history(script_location))
+
+
+def _read_schema_state(engine: Engine) -> SchemaState:
+    query = (
+        "SELECT (SELECT version_num FROM alembic_version LIMIT 1), (SELECT MAX(version) FROM schema_version)"
+    )
+    try:
+        with engine.connect() as connection:
+            row = connection.exec_driver_sql(query).one()
+            return SchemaState(row[0], None if row[1] is None else int(row[1]))
+    except sa.exc.ProgrammingError:
+        pass  # PostgreSQL: undefined table
+    except sa.exc.DatabaseError as exc:
+        _raise_if_not_missing_table(exc)
+    return _read_state_table_by_table(engine)
+
+
+def _raise_if_not_missing_table(exc: sa.exc.DatabaseError) -> None:
+    if "no such table" not in str(exc.orig):
+        raise_translated(exc, "reading the schema version")
+
+
+def _read_state_table_by_table(engine: Engine) -> SchemaState:
+    try:
+        return _inspect_state_tables(engine)
+    except sa.exc.DBAPIError as exc:
+        raise_translated(exc, "reading the schema version")
+
+
+def _inspect_state_tables(engine: Engine) -> SchemaState:
+    with engine.connect() as connection:
+        tables = set(sa.inspect(connection).get_table_names())
+        revision = None
+        legacy_version = None
+        if "alembic_version" in tables:
+            revision = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+        if "schema_version" in tables:
+            value = connection.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar()
+            legacy_version = None if value is None else int(value)
+        return SchemaState(revision, legacy_version)
+
+
+def ensure_schema(engine: Engine, script_location: str | None = None) -> SchemaState:
+    """Make sure the database is at head, migrating it if needed; return the final state.
+
+    Head is the newest script in ``script_location`` (default: the shipped migrations).
+    A database newer than this release is used as it is, with a :class:`NewerSchemaWarning`.
+    While another process creates or migrates the file, this waits for it (up to
+    :data:`MIGRATION_LOCK_WAIT_S`) instead of failing with "database is locked".
+    """
+
+    # A brand-new file being switched to WAL, or a migration in rollback-journal mode, can
+    # refuse even a reader for longer than the 1 s busy timeout.
+    def read() -> SchemaState:
+        return read_schema_state(engine, script_location)
+
+    state = _waiting_out_other_migrators(read, "reading the schema version")
+    if state.at_head or state.newer:
+        if state.newer:
+            _warn_newer(state)
+        return state
+    upgrade(engine, script_location=script_location)
+    return _waiting_out_other_migrators(read, "reading the schema version")
+
+
+def _waiting_out_other_migrators(work: Callable[[], T], operation: str) -> T:
+    """Run ``work``; while another process holds the database for a migration, retry it.
+
+    Lock errors are retried with 20–150 ms jitter for up to :data:`MIGRATION_LOCK_WAIT_S`;
+    anything else (and a lock still held after that) is raised, translated.
+    """
+    deadline = time.monotonic() + MIGRATION_LOCK_WAIT_S
+    while True:
+        try:
+            return work()
+        except (sa.exc.DBAPIError, sqlite3.Error) as exc:
+            if not is_lock_error(exc) or time.monotonic() > deadline:
+                raise_translated(exc, operation)
+            time.sleep(random.uniform(0.02, 0.15))
+
+
+def _warn_newer(state: SchemaState) -> None:
+    warnings.warn(
+        f"database schema (revision {state.revision}, schema_version {state.legacy_version}) "
+        f"is newer than this hermes_store (revision {state.scripts.head}, "
+        f"version {state.scripts.head_schema_version}); "
+        "using it as it is",
+        NewerSchemaWarning,
+        stacklevel=3,
+    )
+
+
+def alembic_config(
+    url: URL | str | None = None, *, script_location: str | None = None, **attributes: Any
+) -> Config:
+    """An Alembic ``Config`` built in code (no ini file) for the shipped migrations.
+
+    ``script_location`` points it at another copy of the scripts (tests, forks).
+    """
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", script_location or migrations_path())
+    if url is not None:
+        rendered = url if isinstance(url, str) else url.render_as_string(hide_password=False)
+        config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
+        config.cmd_opts = None
+    config.attributes["configure_logger"] = False
+    config.attributes.update(attributes)
+    return config
+
+
+def _as_engine(target: Engine | str | os.PathLike[str] | None, prepare: bool = True) -> tuple[Engine, bool]:
+    if isinstance(target, Engine):
+        return target, False
+    return create_engine(target, prepare=prepare, poolclass=sa.pool.NullPool), True
+
+
+def _locked_write(connection: Connection) -> None:
+    """Serialise migrators (SQLite's BEGIN IMMEDIATE already holds the lock)."""
+    backend_for(connection).lock_for_migration(connection)
+
+
+def upgrade(
+    target: Engine | str | os.PathLike[str] | None = None,
+    revision: str = "head",
+    *,
+    script_location: str | None = None,
+) -> None:
+    """Upgrade ``target`` (an engine, URL, path, or the default database) to ``revision``.
+
+    Legacy upstream databases are adopted first. The whole upgrade runs in one write
+    transaction, so it either completes or leaves the database as it was.
+    """
+    _run_alembic(target, "upgrade", revision, script_location)
+
+
+def downgrade(
+    target: Engine | str | os.PathLike[str] | None, revision: str, *, script_location: str | None = None
+) -> None:
+    """Downgrade ``target`` to ``revision`` in one write transaction (every row kept)."""
+    _run_alembic(target, "downgrade", revision, script_location)
+
+
+def _run_alembic(
+    target: Engine | str | os.PathLike[str] | None, verb: str, revision: str, script_location: str | None
+) -> None:
+    from alembic import command
+
+    engine, owned = _as_engine(target)
+
+    def run() -> None:
+        # One transaction: if another process is migrating (a large backfill can outlast
+        # the 1 s busy timeout), everything rolls back and the retry re-checks the state.
+        with write_engine(engine).connect() as connection, connection.begin():
+            _locked_write(connection)
+            config = alembic_config(script_location=script_location, connection=connection)
+            getattr(command, verb)(config, revision)
+
+    try:
+        _waiting_out_other_migrators(run, f"running the schema {verb}")
+    finally:
+        if owned:
+            engine.dispose()
+
+
+def current_revision(target: Engine | str | os.PathLike[str] | None = None) -> str | None:
+    """The Alembic revision the database is at (``None`` for an empty or legacy database).
+
+    A read: nothing is created and the file is left as it is.
+    """
+    engine, owned = _as_engine(target, prepare=False)
+    try:
+        return read_schema_state(engine).revision
+    finally:
+        if owned:
+            engine.dispose()

@@ -1,0 +1,1 @@
+"""The unit of work, sync and asyncio: one retried write transaction, short reads."""
