@@ -27,12 +27,15 @@ from rich.progress import (
     MofNCompleteColumn,
     Progress,
     SpinnerColumn,
+    TaskID,
     TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 
 from hermes_store.cli.target import StoreTarget
+from hermes_store.domain.progress import ProgressFn
 
 __all__ = [
     "console",
@@ -44,6 +47,7 @@ __all__ = [
     "fmt_time",
     "json_default",
     "progress_bar",
+    "step_progress",
     "to_json",
 ]
 
@@ -193,3 +197,32 @@ def progress_bar(description: str, total: float | None, *, unit_text: str = "") 
     with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as progress:
         progress.add_task(description, total=total)
         yield progress
+
+
+@contextmanager
+def step_progress() -> Iterator[ProgressFn]:
+    """A progress display on stderr for a job of named steps (hidden unless stderr is a terminal).
+
+    Yields a :data:`~hermes_store.domain.progress.ProgressFn`: each step gets a line with its
+    name, rows done of total, rate and time left.
+    """
+    err = console(stderr=True)
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeRemainingColumn(),
+    ]
+    tasks: dict[str, TaskID] = {}
+    with Progress(*columns, console=err, disable=not err.is_terminal) as progress:
+
+        def report(step: str, done: int, total: int | None) -> None:
+            if step not in tasks:
+                tasks[step] = progress.add_task(step, total=total, rate="")
+            task = tasks[step]
+            elapsed = progress.tasks[task].elapsed or 0.0
+            rate = f"{done / elapsed:,.0f} rows/s" if elapsed > 0 else ""
+            progress.update(task, completed=done, total=total, rate=rate)
+
+        yield report
