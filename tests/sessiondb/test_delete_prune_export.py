@@ -129,6 +129,42 @@ def test_glob_characters_in_an_id_do_not_remove_other_dumps(db, make_session, se
     assert not set(mine) & set(remaining(sessions_dir))
 
 
+@pytest.mark.parametrize("session_id", ["../outside", "nested/../../outside"])
+def test_an_id_naming_another_directory_removes_nothing_there(db, make_session, sessions_dir, session_id):
+    make_session(session_id, started=1.0)
+    outside = sessions_dir.parent
+    victims = [outside / "outside.json", outside / "outside.jsonl"]
+    for victim in victims:
+        victim.write_text("{}", encoding="utf-8")
+    (sessions_dir / "nested").mkdir()  # so that nested/.. exists and the path resolves
+    dump_dir = sessions_dir / "request_dump_.."
+    dump_dir.mkdir()
+    dump = dump_dir / "outside_1.json"
+    dump.write_text("{}", encoding="utf-8")
+    kept = transcript_files(sessions_dir, "s1")
+    assert db.delete_session(session_id, sessions_dir=sessions_dir) is True
+    assert all(victim.exists() for victim in victims)
+    assert dump.exists()
+    assert remaining(sessions_dir) == sorted([*kept, "nested", "request_dump_.."])
+
+
+def test_an_absolute_id_removes_nothing_outside(db, make_session, sessions_dir, tmp_path):
+    victim = tmp_path / "elsewhere.json"
+    victim.write_text("{}", encoding="utf-8")
+    session_id = str(tmp_path / "elsewhere")
+    make_session(session_id, started=1.0)
+    assert db.delete_session(session_id, sessions_dir=sessions_dir) is True
+    assert victim.exists()
+
+
+def test_prune_removes_nothing_outside_the_sessions_directory(db, make_session, sessions_dir):
+    make_session("../outside", started=1.0, ended=2.0, reason="done")
+    victim = sessions_dir.parent / "outside.json"
+    victim.write_text("{}", encoding="utf-8")
+    assert db.prune_sessions(older_than_days=1, sessions_dir=sessions_dir) == 1
+    assert victim.exists()
+
+
 # --- prune_sessions ------------------------------------------------------------------------------
 
 
