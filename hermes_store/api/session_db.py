@@ -27,6 +27,7 @@ from hermes_store.db.execution import Bind
 from hermes_store.domain import codec
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, sanitize_title
 from hermes_store.domain.validation import optional_int, optional_str, require_count, require_str
+from hermes_store.errors import StoreError
 from hermes_store.repository import conversation, lineage, listing, messages, meta, sessions
 from hermes_store.schema.migrate import ensure_schema
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
@@ -363,7 +364,9 @@ class SessionDB:
             return session_id
         try:
             return self._query(lambda db: lineage.resume_target(db, session_id), snapshot=True)
-        except sa_exc.SQLAlchemyError as exc:
+        except (StoreError, sa_exc.SQLAlchemyError) as exc:
+            # Upstream returns the input whenever a query fails; reads raise the store's
+            # own errors (CorruptDatabase …), SQLAlchemy's only for what has no translation.
             log.debug("resolve_resume_session_id fell back to the input: %s", exc)
             return session_id
 

@@ -179,3 +179,15 @@ def test_resume_stops_after_depth_thirty_two(db, make_session):
     db.append_message("L33", "user", "too deep")
     assert db.resolve_resume_session_id("L00") == "L00"
     assert db.resolve_resume_session_id("L01") == "L33"
+
+
+def test_resume_returns_the_input_when_a_read_fails(db, make_session, raw):
+    # A child id that is not UTF-8 (damaged text): reading it raises the store's own
+    # CorruptDatabase; upstream returns the input whenever a query fails.
+    raw.sqlite_only("text that is not UTF-8")
+    make_session("parent", started=100.0)
+    raw.execute(
+        "INSERT INTO sessions (id, source, started_at, parent_session_id) "
+        "VALUES (CAST(X'FFFE' AS TEXT), 'cli', 110.0, 'parent')"
+    )
+    assert db.resolve_resume_session_id("parent") == "parent"
