@@ -68,8 +68,11 @@ def backup_sqlite(
     ``verify`` the copy must pass ``PRAGMA integrity_check``. The copy is owner-only
     (0600) and uses ``journal_mode=DELETE`` so it is a single self-contained file.
 
-    :raises BackupFailed: if ``destination`` exists (without ``overwrite``) or the copy is damaged.
+    :raises BackupFailed: if ``source`` is missing, ``destination`` exists (without
+        ``overwrite``) or the copy is damaged.
     """
+    if not source.is_file():
+        raise BackupFailed(f"no database at {source}: nothing to back up")
     if destination.exists() and not overwrite:
         raise BackupFailed(f"{destination} already exists (use --force to replace it)")
     if destination.resolve() == source.resolve():
@@ -108,7 +111,10 @@ def _copy(
     verify: bool,
     on_progress: Callable[[int, int], None] | None,
 ) -> _Copied:
-    src = sqlite3.connect(f"file:{source}?mode=rw", uri=True, timeout=_OPEN_TIMEOUT_S, isolation_level=None)
+    # A URI, for mode=rw (never create the source); as_uri() percent-encodes the path, so
+    # '#', '?' and '%' in it stay part of the file name instead of ending or escaping it.
+    uri = f"{source.absolute().as_uri()}?mode=rw"
+    src = sqlite3.connect(uri, uri=True, timeout=_OPEN_TIMEOUT_S, isolation_level=None)
     dst = sqlite3.connect(str(partial), isolation_level=None)
     total_pages = 0
     try:
