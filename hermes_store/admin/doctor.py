@@ -50,6 +50,8 @@ INDEXED_TEXT = (
     "COALESCE({p}content, '') || ' ' || COALESCE({p}tool_name, '') || ' ' || COALESCE({p}tool_calls, '')"
 )
 
+_SESSIONS = sa.table("sessions", sa.column("id"), sa.column("message_count"), sa.column("tool_call_count"))
+
 
 def _triggers(table: str) -> dict[str, str]:
     new = INDEXED_TEXT.format(p="new.")
@@ -275,8 +277,11 @@ class Doctor:
             )
         }
         expected_tools: dict[str, int] = defaultdict(int)
-        rows = connection.execution_options(yield_per=2000).exec_driver_sql(
-            "SELECT session_id, tool_calls FROM messages WHERE tool_calls IS NOT NULL"
+        # Streamed; the option is given to this statement only (Connection.execution_options
+        # would change the connection for every later statement, the fix's UPDATEs too).
+        rows = connection.exec_driver_sql(
+            "SELECT session_id, tool_calls FROM messages WHERE tool_calls IS NOT NULL",
+            execution_options={"yield_per": 2000},
         )
         for session_id, tool_calls in rows:
             expected_tools[str(session_id)] += tool_call_units(tool_calls)
@@ -339,22 +344,11 @@ class Doctor:
                     "AND NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = sessions.parent_session_id)"
                 )
                 done.append(f"detached {facts.dangling_parents} session(s) from missing parents")
-        # Counters last: placeholder sessions need theirs computed too.
-        with write_engine(self.engine).connect() as connection, connection.begin():
-            if facts.orphan_messages:
-                self._counters(connection)
-            fixes = self.facts.counter_fixes or {}
-            sessions_table = sa.table(
-                "sessions", sa.column("id"), sa.column("message_count"), sa.column("tool_call_count")
-            )
-            for session_id, (messages, tools) in fixes.items():
-                connection.execute(
-                    sa.update(sessions_table)
-                    .where(sessions_table.c.id == session_id)
-                    .values(message_count=messages, tool_call_count=tools)
-                )
-            if fixes:
-                done.append(f"recomputed counters of {len(fixes)} session(s)")
+            # Counters last (placeholder sessions need theirs too), in this same transaction.
+            if facts.counter_fixes or facts.orphan_messages:
+                fixed = self._fix_counters(connection)
+                if fixed:
+                    done.append(f"recomputed counters of {fixed} session(s)")
         if self.sqlite and sqlite_path(self.engine.url) is not None:
             raw = self.engine.raw_connection()
             try:
@@ -366,6 +360,25 @@ class Doctor:
             if facts.big_wal:
                 done.append("truncated the WAL")
         return done
+
+    def _fix_counters(self, connection: Connection) -> int:
+        """Recompute the counters from the rows as they are now and write them; returns how many.
+
+        Never the figures of the check: a message appended since then would be lost from
+        them. The sessions are locked first, so no append can commit between the count and
+        the write (SQLite's ``BEGIN IMMEDIATE`` already holds the write lock; PostgreSQL
+        waits here for appends in flight, whose rows the count then sees).
+        """
+        connection.execute(sa.select(_SESSIONS.c.id).with_for_update()).close()
+        self._counters(connection)
+        fixes = self.facts.counter_fixes or {}
+        for session_id, (messages, tools) in fixes.items():
+            connection.execute(
+                sa.update(_SESSIONS)
+                .where(_SESSIONS.c.id == session_id)
+                .values(message_count=messages, tool_call_count=tools)
+            )
+        return len(fixes)
 
 
 def run(engine: Engine, *, fix: bool) -> tuple[list[Finding], list[str]]:
