@@ -26,12 +26,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from hermes_store.api.session_db import SessionDB
 from hermes_store.db.async_engine import create_async_engine
 from hermes_store.db.engine import adopt_engine, create_engine, parse_url, sqlite_path
+from hermes_store.db.memory import names_memory
 from hermes_store.db.urls import sync_driver_url
 from hermes_store.repository import lineage
 from hermes_store.uow.async_bridge import run_in_greenlet
 from hermes_store.uow.async_unit_of_work import AsyncUnitOfWork
 
 T = TypeVar("T")
+# ":memory:": aiosqlite's in-memory database, reached through the engine's one connection.
+_IN_MEMORY = "sqlite+aiosqlite://"
 
 
 def _open_sync_facade(url: URL) -> SessionDB:
@@ -64,6 +67,8 @@ class AsyncSessionDB:
     ) -> None:
         # A url= that is not a URL is a mistake, never a file name (as for SessionDB).
         target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
+        if engine is None and names_memory(target):
+            target = _IN_MEMORY  # aiosqlite's in-memory store, never a file named ":memory:"
         if engine is not None:
             # A caller's engine gets our connection settings but stays the caller's:
             # close() leaves its pool alone (as SessionDB does).

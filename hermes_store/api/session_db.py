@@ -24,6 +24,7 @@ from hermes_store.admin import maintenance
 from hermes_store.admin.transcripts import remove_transcripts
 from hermes_store.db.engine import adopt_engine, create_engine, parse_url, resolve_url, sqlite_path
 from hermes_store.db.execution import Bind
+from hermes_store.db.memory import is_shared_memory, names_memory, shared_memory_url
 from hermes_store.domain import codec
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, sanitize_title
 from hermes_store.domain.validation import optional_int, optional_str, require_count, require_str
@@ -83,6 +84,9 @@ class SessionDB:
     ) -> None:
         # A url= that is not a URL is a mistake, never a file name (no stray files).
         target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
+        if engine is None and names_memory(target):
+            # One database all the store's connections share (hermes_store.db.memory).
+            target = shared_memory_url()
         self._url = engine.url if engine is not None else resolve_url(target)
         # A caller's engine gets the settings of our own (WAL, foreign keys, BEGIN
         # IMMEDIATE) but stays the caller's: close() leaves its pool alone.
@@ -93,7 +97,13 @@ class SessionDB:
             else create_engine(self._url, prepare=True, **engine_options)
         )
         self.db_path = sqlite_path(self._url)
-        ensure_schema(self.engine)
+        # Holds an in-memory database alive while the store is open (closed by close()).
+        self._memory_anchor = self.engine.raw_connection() if is_shared_memory(self._url) else None
+        try:
+            ensure_schema(self.engine)
+        except BaseException:
+            self._release_engine(owned=engine is None)
+            raise
         self._uow = UnitOfWork(self.engine, owns_engine=engine is None)
         self._raw: Any = None
         self._closed = False
@@ -616,7 +626,17 @@ class SessionDB:
                 self._raw.close()
                 self._raw = None
         self._uow.close()
+        self._release_engine(owned=False)
         self._closed = True
+
+    def _release_engine(self, *, owned: bool) -> None:
+        """Close the in-memory database's anchor, and dispose of the engine if ``owned``."""
+        anchor, self._memory_anchor = self._memory_anchor, None
+        if anchor is not None:
+            anchor.detach()  # out of the pool, so that close() really closes it
+            anchor.close()
+        if owned:
+            self.engine.dispose()
 
     def __enter__(self) -> SessionDB:
         return self

@@ -117,7 +117,8 @@ def sqlite_path(url: URL) -> Path | None:
     if database.startswith("file:") and url.query.get("uri") == "true":
         # A SQLite URI filename (with uri=true), e.g. file:/path/state.db?vfs=unix-dotfile
         location = database[len("file:") :].split("?", 1)[0]
-        if not location or location == ":memory:" or url.query.get("mode") == "memory":
+        in_memory = url.query.get("mode") == "memory" or url.query.get("vfs") == "memdb"
+        if not location or location == ":memory:" or in_memory:
             return None
         return Path(location)
     return Path(database)
