@@ -35,6 +35,7 @@ from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters, search
 from hermes_store.search.plan import plan_search
 from hermes_store.search.sanitize import sanitize_fts5_query
+from hermes_store.uow.fork_safety import forget_in_child
 from hermes_store.uow.unit_of_work import (
     CHECKPOINT_EVERY_N_WRITES,
     MAX_ATTEMPTS,
@@ -53,6 +54,12 @@ _SESSION_KEYWORDS = frozenset({"model", "model_config", "system_prompt", "user_i
 def _reraise_integrity(exc: sa_exc.IntegrityError) -> BaseException:
     # Upstream callers catch the driver's IntegrityError (sqlite3.IntegrityError).
     return exc.orig if isinstance(exc.orig, BaseException) else exc
+
+
+def _forget_raw_connection(db: SessionDB) -> list[object]:
+    """In a forked child: drop the parent's ``_conn`` connection (see uow.fork_safety)."""
+    inherited, db._raw = db._raw, None
+    return [inherited]
 
 
 class SessionDB:
@@ -106,6 +113,7 @@ class SessionDB:
             raise
         self._uow = UnitOfWork(self.engine, owns_engine=engine is None)
         self._raw: Any = None
+        forget_in_child(self, _forget_raw_connection)
         self._closed = False
 
     @property

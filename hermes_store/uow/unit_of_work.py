@@ -31,6 +31,7 @@ from hermes_store.db.engine import write_engine
 from hermes_store.db.server_errors import is_server_unreachable
 from hermes_store.db.sqlite_errors import is_retryable_conflict, raise_translated
 from hermes_store.errors import NestedWrite, ServerUnavailable, WriteConflict
+from hermes_store.uow.fork_safety import forget_in_child
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ class UnitOfWork:
         self._writer: int | None = None
         self.write_count = 0
         self.retry_count = 0
+        forget_in_child(self, _forget_connections)
 
     def write(self, work: Callable[[orm.Session], T], operation: str) -> T:
         """Run ``work(session)`` in one write transaction and commit; retry it whole on lock.
@@ -321,3 +323,19 @@ def _commit(transaction: RootTransaction) -> None:
             f"not have been applied; check before repeating it ({exc.__class__.__name__})",
             outcome_unknown=True,
         ) from exc
+
+
+def _forget_connections(uow: UnitOfWork) -> list[object]:
+    """In a forked child: drop the parent's connections, pooled or held (see fork_safety)."""
+    inherited: list[object] = [
+        uow._idle_connections,
+        uow._write_connection,
+        uow._write_session,
+        uow.engine.pool,
+    ]
+    uow._idle_connections = []
+    uow._write_connection = None
+    uow._write_session = orm.Session()
+    # A new, empty pool; the old one and its connections stay with the forgotten ones.
+    uow.engine.dispose(close=False)
+    return inherited
