@@ -35,6 +35,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.db.backends import backend_for
 from hermes_store.db.engine import sqlite_path, write_engine
+from hermes_store.schema.indexed_text import indexed_text
 from hermes_store.schema.migrate import read_schema_state
 
 Status = Literal["ok", "warn", "fail", "fixed", "skipped"]
@@ -46,15 +47,12 @@ FTS_TABLES = {
         "    content,\n    tokenize='trigram'\n)"
     ),
 }
-INDEXED_TEXT = (
-    "COALESCE({p}content, '') || ' ' || COALESCE({p}tool_name, '') || ' ' || COALESCE({p}tool_calls, '')"
-)
 
 _SESSIONS = sa.table("sessions", sa.column("id"), sa.column("message_count"), sa.column("tool_call_count"))
 
 
 def _triggers(table: str) -> dict[str, str]:
-    new = INDEXED_TEXT.format(p="new.")
+    new = indexed_text("new.")
     return {
         f"{table}_insert": (
             f"CREATE TRIGGER IF NOT EXISTS {table}_insert AFTER INSERT ON messages BEGIN\n"
@@ -214,7 +212,7 @@ class Doctor:
         finally:
             connection.rollback()
         if not problems:
-            text = INDEXED_TEXT.format(p="m.")
+            text = indexed_text("m.")
             missing = _count(
                 connection,
                 "SELECT COUNT(*) FROM messages m "
@@ -326,8 +324,7 @@ class Doctor:
                     connection.exec_driver_sql(FTS_TABLES[table] if name == table else _triggers(table)[name])
                 connection.exec_driver_sql(f"DELETE FROM {table}")
                 connection.exec_driver_sql(
-                    f"INSERT INTO {table}(rowid, content) "
-                    f"SELECT id, {INDEXED_TEXT.format(p='')} FROM messages"
+                    f"INSERT INTO {table}(rowid, content) SELECT id, {indexed_text()} FROM messages"
                 )
                 done.append(f"rebuilt {table}")
             if facts.orphan_messages:

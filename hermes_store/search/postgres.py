@@ -23,13 +23,11 @@ from typing import Any
 from sqlalchemy import orm
 
 from hermes_store.repository.rows import fetch_dicts
+from hermes_store.schema.indexed_text import INDEXED_TEXT
 from hermes_store.search.cjk import is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters
 from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, has_ascii_letter, like_pattern
 
-INDEXED_TEXT = (
-    "(COALESCE(m.content, '') || ' ' || COALESCE(m.tool_name, '') || ' ' || COALESCE(m.tool_calls, ''))"
-)
 STORED_TSVECTOR = "m.search_vector"
 """Revision 0012's generated column: ``to_tsvector('simple', INDEXED_TEXT)``, stored."""
 CJK_GRAMS = f"hermes_cjk_grams({INDEXED_TEXT})"

@@ -25,6 +25,7 @@ from hermes_store.db.sqlite_errors import (
     raise_translated,
 )
 from hermes_store.repository.rows import fetch_dicts
+from hermes_store.schema.indexed_text import INDEXED_TEXT
 from hermes_store.search.filters import SearchFilters
 from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, has_ascii_letter, like_pattern
 
@@ -35,10 +36,6 @@ LIKE_SNIPPET_BEFORE = 40
 LIKE_SNIPPET_CHARS = 120
 HUGE_ROW_CHARS = 65536
 
-INDEXED_TEXT = (
-    "(COALESCE(m.content, '') || ' ' || COALESCE(m.tool_name, '') || ' ' || COALESCE(m.tool_calls, ''))"
-)
-"""The text both FTS5 tables index (upstream-behaviour §2.5); substring terms are checked in it."""
 
 _HIT_COLUMNS = (
     "m.id, m.session_id, m.role, {snippet} AS snippet, m.timestamp, m.tool_name, "
