@@ -18,7 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hermes_store.db.engine import BUSY_TIMEOUT_S, FILE_MODE
+import sqlalchemy as sa
+from sqlalchemy import orm
+
+from hermes_store.db.engine import BUSY_TIMEOUT_S, FILE_MODE, create_engine
+from hermes_store.repository import facts
 
 DEFAULT_PAGES_PER_STEP = 1024
 _OPEN_TIMEOUT_S = max(30.0, BUSY_TIMEOUT_S)
@@ -38,14 +42,6 @@ class BackupResult:
     messages: int | None
     sessions: int | None
     integrity: str | None
-
-
-def _scalar(connection: sqlite3.Connection, sql: str) -> int | None:
-    try:
-        row = connection.execute(sql).fetchone()
-    except sqlite3.Error:
-        return None
-    return None if row is None or row[0] is None else int(row[0])
 
 
 def _create_private(path: Path) -> None:
@@ -83,25 +79,25 @@ def backup_sqlite(
     partial.unlink(missing_ok=True)
     _create_private(partial)
     try:
-        result = _copy(source, partial, pages_per_step, verify, on_progress)
+        pages, integrity = _copy(source, partial, pages_per_step, verify, on_progress)
+        messages, sessions = _counts(partial)
         os.replace(partial, destination)
     except BaseException:
         for leftover in (partial, Path(f"{partial}-journal"), Path(f"{partial}-wal"), Path(f"{partial}-shm")):
             leftover.unlink(missing_ok=True)
         raise
-    return BackupResult(destination, result.pages, destination.stat().st_size, *_counts(result))
+    size = destination.stat().st_size
+    return BackupResult(destination, pages, size, messages, sessions, integrity)
 
 
-@dataclass(frozen=True)
-class _Copied:
-    pages: int
-    messages: int | None
-    sessions: int | None
-    integrity: str | None
-
-
-def _counts(copied: _Copied) -> tuple[int | None, int | None, str | None]:
-    return copied.messages, copied.sessions, copied.integrity
+def _counts(copy: Path) -> tuple[int | None, int | None]:
+    """How many messages and sessions the copy holds (``None``: no such table in it)."""
+    engine = create_engine(copy, prepare=False, poolclass=sa.pool.NullPool)
+    try:
+        with orm.Session(engine) as db:
+            return facts.message_total(db), facts.counts(db)["sessions"]
+    finally:
+        engine.dispose()
 
 
 def _copy(
@@ -110,7 +106,8 @@ def _copy(
     pages_per_step: int,
     verify: bool,
     on_progress: Callable[[int, int], None] | None,
-) -> _Copied:
+) -> tuple[int, str | None]:
+    """Copy ``source`` into ``partial`` in steps; returns the pages copied and the check's verdict."""
     # A URI, for mode=rw (never create the source); as_uri() percent-encodes the path, so
     # '#', '?' and '%' in it stay part of the file name instead of ending or escaping it.
     uri = f"{source.absolute().as_uri()}?mode=rw"
@@ -138,9 +135,7 @@ def _copy(
             integrity = "ok" if rows == ["ok"] else "; ".join(rows[:5])
             if integrity != "ok":
                 raise BackupFailed(f"the copy failed integrity_check: {integrity}")
-        messages = _scalar(dst, "SELECT COUNT(*) FROM messages")
-        sessions = _scalar(dst, "SELECT COUNT(*) FROM sessions")
-        return _Copied(total_pages, messages, sessions, integrity)
+        return total_pages, integrity
     finally:
         dst.close()
         src.close()

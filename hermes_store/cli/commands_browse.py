@@ -20,7 +20,7 @@ from rich.tree import Tree
 
 from hermes_store.cli.errors import CliError
 from hermes_store.cli.output import console, echo_json, fmt_time
-from hermes_store.cli.render import RenderOptions, content_text, render_conversation
+from hermes_store.cli.render import RenderOptions, clip, content_text, render_conversation
 from hermes_store.cli.resolve import complete_session, resolve_session
 from hermes_store.cli.target import StoreTarget, pass_target
 from hermes_store.repository import messages as messages_repo
@@ -64,9 +64,9 @@ def _more_hint(shown: int, limit: int, offset: int, more: bool) -> str:
     return hint + f"next: --offset {offset + shown}"
 
 
-def _one_line(value: str, limit: int) -> str:
-    flat = re.sub(r"\s+", " ", value).strip()
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+def _flattened(value: str, limit: int) -> str:
+    """``value`` on one line (every run of white space one space), clipped to ``limit``."""
+    return clip(re.sub(r"\s+", " ", value).strip(), limit)
 
 
 # --- sessions -------------------------------------------------------------------------
@@ -120,7 +120,7 @@ def sessions(
     cells = [
         [
             str(row["id"]),
-            _one_line(row.get("title") or "", _TITLE_CHARS),
+            _flattened(row.get("title") or "", _TITLE_CHARS),
             row.get("preview") or "",
             row.get("source") or "",
             row.get("model") or "",
@@ -175,7 +175,7 @@ def _fit_columns(headers: list[str], widths: list[int], cells: list[list[str]], 
     if "Title" in headers:
         title = headers.index("Title")
         for line in cells:
-            line[title] = _one_line(line[title], widths[title])
+            line[title] = _flattened(line[title], widths[title])
     return max(_MIN_PREVIEW, min(widths[headers.index("Preview")], spare()))
 
 
@@ -241,7 +241,7 @@ def _context_lines(db: SessionDB, hit: dict[str, Any]) -> list[Text]:
             continue
         arrow = "↑" if index < position else "↓"
         line = Text(f"     {arrow} {entry.get('role')}: ", style="dim")
-        line.append(_one_line(content_text(entry.get("content")), _CONTEXT_CHARS), style="dim")
+        line.append(_flattened(content_text(entry.get("content")), _CONTEXT_CHARS), style="dim")
         lines.append(line)
     return lines
 

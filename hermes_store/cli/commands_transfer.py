@@ -9,20 +9,18 @@ from typing import IO
 
 import click
 
-from hermes_store.cli.output import console, echo_json, fmt_int, progress_bar
-from hermes_store.cli.resolve import complete_session, resolve_session
-from hermes_store.cli.target import StoreTarget, pass_target
-from hermes_store.cli.transfer import (
-    FORMATS,
+from hermes_store.admin.session_files import (
     Importer,
     count_sessions,
     export_records,
-    format_for,
     iter_session_ids,
     output_stream,
     read_records,
-    write_records,
 )
+from hermes_store.cli.export_formats import FORMATS, format_for, write_records
+from hermes_store.cli.output import console, echo_json, fmt_int, progress_bar
+from hermes_store.cli.resolve import complete_session, resolve_session
+from hermes_store.cli.target import StoreTarget, pass_target
 
 
 @click.command()

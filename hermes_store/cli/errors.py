@@ -14,6 +14,7 @@ import sqlite3
 import click
 from sqlalchemy import exc as sa_exc
 
+from hermes_store.db.server_errors import first_line
 from hermes_store.db.sqlite_errors import translate
 from hermes_store.errors import StoreError
 
@@ -40,11 +41,6 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
 """Exceptions that mean "the input or the environment is wrong", not "hermes_store has a bug"."""
 
 
-def _one_line(text: str) -> str:
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    return first or "unknown error"
-
-
 def as_cli_error(exc: BaseException) -> CliError:
     """The one-line :class:`CliError` that reports ``exc`` to the user."""
     if isinstance(exc, CliError):
@@ -52,16 +48,16 @@ def as_cli_error(exc: BaseException) -> CliError:
     if isinstance(exc, sa_exc.DBAPIError):
         translated = translate(exc, "accessing the database")
         if translated is not exc:
-            return CliError(_one_line(str(translated)))
-        return CliError(f"database error: {_one_line(str(exc.orig))}")
+            return CliError(first_line(translated))
+        return CliError(f"database error: {first_line(exc)}")
     if isinstance(exc, sqlite3.Error):
         translated = translate(exc, "accessing the database")
         if translated is not exc:
-            return CliError(_one_line(str(translated)))
-        return CliError(f"database error: {_one_line(str(exc))}")
+            return CliError(first_line(translated))
+        return CliError(f"database error: {first_line(exc)}")
     if isinstance(exc, json.JSONDecodeError):
         return CliError(f"invalid JSON: {exc}")
     if isinstance(exc, OSError):
         where = f": {exc.filename}" if exc.filename else ""
         return CliError(f"{exc.strerror or exc}{where}")
-    return CliError(_one_line(str(exc)) if str(exc) else type(exc).__name__)
+    return CliError(first_line(exc))

@@ -105,7 +105,8 @@ def reasoning_text(message: Mapping[str, Any]) -> str:
     return ""
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the last one an ellipsis when cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -181,7 +182,7 @@ def render_message(message: Mapping[str, Any], options: RenderOptions) -> Render
         parts.append(Padding(Text(body), (0, 0, 0, 2), expand=False))
 
     for call in tool_calls_of(message.get("tool_calls")):
-        arguments = call.arguments if options.full else _clip(call.arguments, options.max_argument_chars)
+        arguments = call.arguments if options.full else clip(call.arguments, options.max_argument_chars)
         line = Text("  → ", style="magenta")
         line.append(call.name, style="bold magenta")
         line.append(f"({arguments})")

@@ -58,12 +58,13 @@ def translate_server_error(error: BaseException, operation: str) -> BaseExceptio
     if is_server_unreachable(error):
         return ServerUnavailable(
             f"the database server is unreachable or dropped the connection while {operation}; "
-            f"this call was not applied — retry once the server is back ({_first_line(error)})"
+            f"this call was not applied — retry once the server is back ({first_line(error)})"
         )
     return None
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message (the driver's, for a wrapped one), else its class name."""
     original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
     text = str(original).strip()
     return text.splitlines()[0] if text else type(original).__name__

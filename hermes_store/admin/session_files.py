@@ -1,9 +1,11 @@
-"""Moving sessions in and out of a store: streamed export and JSONL import.
+"""Sessions in and out of a store as records: streamed export, JSONL import.
 
-Export writes one session at a time (sessions are paged by ``(started_at, id)``), so
+Export reads one session at a time (sessions are paged by ``(started_at, id)``), so
 memory stays bounded by the largest single session. Each record is what
 :meth:`SessionDB.export_session` returns: every session column plus ``"messages"``
-(every message column, ``content`` and ``tool_calls`` decoded).
+(every message column, ``content`` and ``tool_calls`` decoded). How records are written
+out (JSONL, JSON, Markdown) is the command line's business (``cli/export_formats.py``);
+:func:`output_stream` gives the file they go to, replaced whole or not at all.
 
 Import reads such records back from JSONL and stores them *exactly*: session and
 message ids, timestamps, counters and every other column are kept, and ``content`` /
@@ -28,9 +30,8 @@ from typing import IO, TYPE_CHECKING, Any
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
-from hermes_store.cli.output import to_json
-from hermes_store.cli.render import markdown_session
 from hermes_store.db.backends import backend_for
+from hermes_store.db.server_errors import first_line
 from hermes_store.domain.codec import CONTENT_JSON_PREFIX
 from hermes_store.repository import bulk
 from hermes_store.schema.models import Message, Session
@@ -38,14 +39,6 @@ from hermes_store.schema.models import Message, Session
 if TYPE_CHECKING:
     from hermes_store.api.session_db import SessionDB
 
-FORMATS = ("jsonl", "json", "markdown")
-_SUFFIX_FORMATS = {
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "json",
-    ".md": "markdown",
-    ".markdown": "markdown",
-}
 _PAGE = 500
 SESSION_COLUMNS = tuple(column.name for column in Session.__table__.columns)
 MESSAGE_COLUMNS = tuple(column.name for column in Message.__table__.columns)
@@ -54,15 +47,6 @@ _JSON_TEXT_COLUMNS = ("reasoning_details", "codex_reasoning_items", "codex_messa
 
 class ImportFailed(ValueError):
     """A record in the import file cannot be stored (bad JSON, missing fields, conflicts)."""
-
-
-def format_for(path: str | None, explicit: str | None) -> str:
-    """The export format: ``explicit``, else guessed from the file suffix, else JSONL."""
-    if explicit:
-        return explicit
-    if path and path != "-":
-        return _SUFFIX_FORMATS.get(Path(path).suffix.lower(), "jsonl")
-    return "jsonl"
 
 
 # --- export ------------------------------------------------------------------------------
@@ -92,42 +76,6 @@ def export_records(db: SessionDB, session_ids: Iterable[str]) -> Iterator[dict[s
         record = db.export_session(session_id)
         if record is not None:
             yield record
-
-
-def write_records(
-    records: Iterable[dict[str, Any]],
-    fmt: str,
-    stream: IO[str],
-    *,
-    single: bool = False,
-    on_record: Callable[[], None] | None = None,
-) -> int:
-    """Write ``records`` to ``stream`` as ``fmt``; returns how many were written.
-
-    JSON is a list (or, with ``single``, the one object); JSONL is one record per line;
-    Markdown is one document per session separated by rules.
-    """
-    written = 0
-    if fmt == "json" and not single:
-        stream.write("[")
-    for record in records:
-        if fmt == "jsonl":
-            stream.write(to_json(record, indent=None) + "\n")
-        elif fmt == "json":
-            prefix = "" if single else ("\n" if written == 0 else ",\n")
-            stream.write(prefix + to_json(record))
-        elif fmt == "markdown":
-            if written:
-                stream.write("\n---\n\n")
-            stream.write(markdown_session(record, record.get("messages", [])))
-        else:
-            raise ValueError(f"unknown export format {fmt!r}")
-        written += 1
-        if on_record is not None:
-            on_record()
-    if fmt == "json":
-        stream.write("\n" if single else ("\n]\n" if written else "]\n"))
-    return written
 
 
 @contextmanager
@@ -295,7 +243,7 @@ class Importer:
             added, messages, skipped, pending = self.db.unit_of_work.write(work, "importing sessions")
         except (sqlite3.IntegrityError, sa_exc.IntegrityError) as exc:
             raise ImportFailed(
-                f"cannot import lines {batch.lines[0]}–{batch.lines[-1]}: {_first_line(exc)} "
+                f"cannot import lines {batch.lines[0]}–{batch.lines[-1]}: {first_line(exc)} "
                 "(a message id or title already used in this store?)"
             ) from exc
         self.result.sessions += added
@@ -306,8 +254,3 @@ class Importer:
     def _finish(self) -> None:
         backend = backend_for(self.db.engine)
         self.db.unit_of_work.write(backend.after_bulk_copy, "advancing the message id sequence")
-
-
-def _first_line(exc: BaseException) -> str:
-    text_ = str(getattr(exc, "orig", None) or exc)
-    return text_.strip().splitlines()[0] if text_.strip() else type(exc).__name__
