@@ -9,7 +9,7 @@ from sqlalchemy import func, orm, select
 
 from hermes_store import SessionDB, create_engine
 from hermes_store.models import Message, SchemaVersion, Session, StateMeta
-from hermes_store.repository import lineage, listing
+from hermes_store.repository import lineage, usage
 
 
 def _seed(path: Path) -> None:
@@ -68,21 +68,19 @@ def test_models_read_a_database_written_by_plain_sqlite(tmp_path: Path) -> None:
         assert (message.session_id, message.timestamp) == ("bare", 5.5)
 
 
-def test_usage_by_model_totals_and_orders_by_cost(tmp_path: Path) -> None:
+def test_usage_by_model_and_top_sessions(tmp_path: Path) -> None:
     _seed(tmp_path / "state.db")
     with orm.Session(create_engine(tmp_path / "state.db")) as session:
-        usage = listing.usage_by_model(session)
-    assert usage == [
-        listing.ModelUsage("claude", 1, 7, 3, 1.25),
-        listing.ModelUsage("gpt-5", 2, 140, 12, 0.5),
+        report = usage.build_report(session, source=None, days=1, top=2, utc=True)
+    # Most tokens first; sessions without a model are counted under "(unknown)".
+    assert [
+        (u.key, u.sessions, u.input_tokens, u.output_tokens, u.estimated_cost_usd) for u in report.by_model
+    ] == [
+        ("gpt-5", 2, 140, 12, 0.5),
+        ("claude", 1, 7, 3, 1.25),
+        (usage.UNKNOWN_MODEL, 1, 0, 0, 0.0),
     ]
-
-
-def test_top_sessions_by_tokens(tmp_path: Path) -> None:
-    _seed(tmp_path / "state.db")
-    with orm.Session(create_engine(tmp_path / "state.db")) as session:
-        top = listing.top_sessions_by_tokens(session, limit=2)
-    assert [(t.id, t.total_tokens, t.estimated_cost_usd) for t in top] == [
+    assert [(u.key, u.total_tokens, u.estimated_cost_usd) for u in report.top_sessions] == [
         ("root", 110, 0.5),
         ("grandchild", 42, 0.0),
     ]

@@ -11,10 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
-
 from hermes_store.db.backends import backend_for
-from hermes_store.db.execution import Bind, fetch_dicts, run
+from hermes_store.db.execution import Bind, fetch_dicts
 from hermes_store.domain.codec import CONTENT_JSON_PREFIX, preview_text
 from hermes_store.repository.lineage import compression_tips
 from hermes_store.schema.models import Session
@@ -227,61 +225,3 @@ def _project_tips(db: Bind, roots: list[dict[str, Any]]) -> None:
         for key in _PROJECTED_KEYS:
             row[key] = projected[key]
         row["_lineage_root_id"] = root_id
-
-
-# --- analytics ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ModelUsage:
-    """Token and cost totals of one model."""
-
-    model: str
-    session_count: int
-    input_tokens: int
-    output_tokens: int
-    estimated_cost_usd: float
-
-
-def usage_by_model(db: Bind) -> list[ModelUsage]:
-    """Totals per model (sessions with a model only), most expensive first."""
-    total_cost = func.coalesce(func.sum(Session.estimated_cost_usd), 0.0)
-    rows = run(
-        db,
-        select(
-            Session.model,
-            func.count(),
-            func.coalesce(func.sum(Session.input_tokens), 0),
-            func.coalesce(func.sum(Session.output_tokens), 0),
-            total_cost,
-        )
-        .where(Session.model.is_not(None))
-        .group_by(Session.model)
-        .order_by(total_cost.desc(), Session.model),
-    ).all()
-    return [
-        ModelUsage(str(r[0]), int(r[1]), int(r[2] or 0), int(r[3] or 0), float(r[4] or 0.0)) for r in rows
-    ]
-
-
-@dataclass(frozen=True)
-class SessionTokens:
-    """A session's token total, for "top sessions" reports."""
-
-    id: str
-    title: str | None
-    model: str | None
-    total_tokens: int
-    estimated_cost_usd: float | None
-
-
-def top_sessions_by_tokens(db: Bind, limit: int = 10) -> list[SessionTokens]:
-    """The sessions with the most input + output tokens."""
-    total = func.coalesce(Session.input_tokens, 0) + func.coalesce(Session.output_tokens, 0)
-    rows = run(
-        db,
-        select(Session.id, Session.title, Session.model, total, Session.estimated_cost_usd)
-        .order_by(total.desc(), Session.id)
-        .limit(limit),
-    ).all()
-    return [SessionTokens(r[0], r[1], r[2], int(r[3] or 0), r[4]) for r in rows]
