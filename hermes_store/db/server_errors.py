@@ -46,6 +46,11 @@ def is_server_unreachable(error: BaseException) -> bool:
     return state.startswith("08") or state in _UNREACHABLE_SQLSTATES
 
 
+def is_lock_timeout(error: BaseException) -> bool:
+    """True when ``error`` is the server giving up a lock wait (``lock_timeout``, 55P03)."""
+    return _is_server_driver_error(error) and _sqlstate(error) == "55P03"
+
+
 def translate_server_error(error: BaseException, operation: str) -> BaseException | None:
     """The ``StoreError`` a server error stands for, or ``None`` when it has none."""
     if not _is_server_driver_error(error):
