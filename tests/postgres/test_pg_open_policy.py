@@ -182,3 +182,34 @@ def test_a_sqlite_file_behind_head_is_still_upgraded_on_open(tmp_path: Path) -> 
         warnings.simplefilter("error", SchemaBehindWarning)
         SessionDB(tmp_path / "state.db").close()
     assert current_revision(url) == HEAD
+
+
+def test_word_search_at_0011_is_served_by_0011s_index(pg_url: str) -> None:
+    """Before the upgrade, word search reads 0011's expression index (no scan of messages)."""
+    _alembic_to(pg_url, "0011")
+    _with_rows(pg_url)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SchemaBehindWarning)
+        db = SessionDB(url=pg_url)
+    sent: list[tuple[str, object]] = []
+
+    def record(_conn: object, _cursor: object, statement: str, parameters: object, *_: object) -> None:
+        if "ts_rank" in statement:
+            sent.append((statement, parameters))
+
+    sa.event.listen(db.engine, "before_cursor_execute", record)
+    assert [h["session_id"] for h in db.search_messages("zebrafinch")] == ["old"]
+    sa.event.remove(db.engine, "before_cursor_execute", record)
+    ((statement, parameters),) = sent
+    assert "search_vector" not in statement
+    raw = db.engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute("SET enable_seqscan = off")  # on a tiny table: any usable index is used
+        cursor.execute("EXPLAIN " + statement, parameters)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        raw.rollback()
+    finally:
+        raw.close()
+        db.close()
+    assert "idx_messages_fts" in plan, plan
