@@ -116,14 +116,17 @@ class _Watchdog:
                     return
             now = time.monotonic()
             for entry in watched:
-                if self._overdue(entry, now):
-                    self.remove(entry.connection)
+                try:
+                    closed = bool(getattr(entry.connection, "closed", False))
+                    overdue = not closed and self._overdue(entry, now)
+                except Exception:  # a driver oddity must never stop the watching of the others
+                    closed, overdue = False, False
+                if closed or overdue:
+                    self.remove(entry.connection)  # a connection closed without a pool event too
+                if overdue:
                     _shut_down(entry.connection)
 
     def _overdue(self, entry: _Watched, now: float) -> bool:
-        if getattr(entry.connection, "closed", False):
-            entry.seen = -1
-            return False
         if entry.connection.info.transaction_status != _BUSY:
             entry.seen = -1
             return False
