@@ -362,7 +362,7 @@ def _create_server_engine(url: URL, **engine_kwargs: Any) -> Engine:
         # Pool size, pre-ping, recycling, server timeouts, network (docs/postgresql.md).
         from hermes_store.db.server_options import split_options, statement_timeout_s
 
-        if url.get_driver_name() in ("psycopg", "psycopg2"):
+        if url.get_driver_name() == "psycopg":
             reply_timeout_s = statement_timeout_s(url, engine_kwargs)
         url, engine_kwargs = split_options(url, engine_kwargs)
     else:

@@ -12,9 +12,10 @@ connections of every watched engine a few times a second; one that has been busy
 the same statement (or ``COMMIT``, or pre-ping) for longer than that has its socket shut
 down, so the waiting call fails at once with a connection error: the unit of work
 reconnects within its budget, then raises :class:`~hermes_store.errors.ServerUnavailable`.
-The watchdog follows ``SET [LOCAL] statement_timeout`` (and ``RESET``) sent through
-SQLAlchemy on a connection, so a migration that lifts the timeout for its transaction or
-its session is left alone for as long as the server would let it run.
+Statements are counted at the driver (a psycopg cursor class that reports each one),
+and ``SET [LOCAL] statement_timeout`` (and ``RESET``) sent on a connection is followed,
+so a migration that lifts the timeout for its transaction or its session is left alone
+for as long as the server would let it run.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def _shut_down(connection: Any) -> None:
 
 
 def watch_replies(engine: Engine, statement_timeout_s: float) -> None:
-    """Watch every connection of ``engine`` (libpq drivers), allowing each reply
+    """Watch every connection of ``engine`` (psycopg), allowing each reply
     ``statement_timeout_s`` + :data:`REPLY_GRACE_S`; nothing when the timeout is off (0)."""
     if statement_timeout_s <= 0:
         return
@@ -168,13 +169,12 @@ def watch_replies(engine: Engine, statement_timeout_s: float) -> None:
     def _closed_detached(dbapi_connection: Any) -> None:
         _WATCHDOG.remove(dbapi_connection)
 
-    @sa.event.listens_for(engine, "before_cursor_execute")
-    def _statement(_conn: Any, cursor: Any, statement: str, *_args: Any) -> None:
-        entry = _WATCHDOG.get(cursor.connection)
-        if entry is not None:
-            entry.statements += 1
-            if statement[:5].lstrip()[:3].upper() in ("SET", "RES"):
-                entry.note(statement)
+    @sa.event.listens_for(engine, "do_connect")
+    def _counting_cursors(_dialect: Any, _record: Any, _cargs: Any, cparams: dict[str, Any]) -> None:
+        # At the driver, not through SQLAlchemy's cursor events: a listener there would
+        # take every statement off the lean execution path (hermes_store.db.execution),
+        # and the driver also sees what bypasses SQLAlchemy (pre-ping, raw connections).
+        cparams["cursor_factory"] = _counting_cursor(cparams.get("cursor_factory"))
 
     @sa.event.listens_for(engine, "commit")
     def _commit(conn: Connection) -> None:
@@ -183,6 +183,47 @@ def watch_replies(engine: Engine, statement_timeout_s: float) -> None:
     @sa.event.listens_for(engine, "rollback")
     def _rollback(conn: Connection) -> None:
         _ending_transaction(conn)
+
+
+def _statement_started(dbapi_connection: Any, statement: Any) -> None:
+    """A statement is being sent: a new one to time, maybe a ``SET statement_timeout``."""
+    entry = _WATCHDOG.get(dbapi_connection)
+    if entry is not None:
+        entry.statements += 1
+        if isinstance(statement, str) and statement[:5].lstrip()[:3].upper() in ("SET", "RES"):
+            entry.note(statement)
+
+
+def _counting_cursor(base: type[Any] | None) -> type[Any]:
+    """``base`` (psycopg's ``Cursor`` by default) telling the watchdog of each statement."""
+    if base is None:
+        import psycopg
+
+        base = psycopg.Cursor
+    cached = _COUNTING_CURSORS.get(base)
+    if cached is not None:
+        return cached
+
+    class CountingCursor(base):  # type: ignore[valid-type,misc]
+        """A cursor that reports every statement it sends to the reply watchdog."""
+
+        def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+            _statement_started(self.connection, query)
+            return super().execute(query, *args, **kwargs)
+
+        def executemany(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+            _statement_started(self.connection, query)
+            return super().executemany(query, *args, **kwargs)
+
+        def copy(self, statement: Any, *args: Any, **kwargs: Any) -> Any:
+            _statement_started(self.connection, statement)
+            return super().copy(statement, *args, **kwargs)
+
+    _COUNTING_CURSORS[base] = CountingCursor
+    return CountingCursor
+
+
+_COUNTING_CURSORS: dict[type[Any], type[Any]] = {}
 
 
 def _ending_transaction(conn: Connection) -> None:
