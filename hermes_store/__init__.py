@@ -25,6 +25,7 @@ from hermes_store.errors import (
     MissingDriver,
     NestedWrite,
     ReadOnlyStore,
+    SchemaBehind,
     SchemaError,
     SearchUnavailable,
     ServerUnavailable,
@@ -35,7 +36,13 @@ from hermes_store.errors import (
     UnsupportedURL,
     WriteConflict,
 )
-from hermes_store.schema.migrate import current_revision, downgrade, ensure_schema, upgrade
+from hermes_store.schema.migrate import (
+    SchemaBehindWarning,
+    current_revision,
+    downgrade,
+    ensure_schema,
+    upgrade,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine
@@ -51,6 +58,8 @@ __all__ = [
     "MissingDriver",
     "NestedWrite",
     "ReadOnlyStore",
+    "SchemaBehind",
+    "SchemaBehindWarning",
     "SchemaError",
     "SearchUnavailable",
     "ServerUnavailable",

@@ -61,6 +61,15 @@ class SchemaError(StoreError):
     """The database schema cannot be brought to or used at the expected revision."""
 
 
+class SchemaBehind(SchemaError):
+    """A database server's schema is older than this release can run on.
+
+    Opening never migrates a server database that has a schema (a deploy step does):
+    run ``hermes-store --url URL upgrade`` (or ``alembic upgrade head``), or open with
+    ``auto_upgrade=True`` in development.
+    """
+
+
 class UnsafePath(StoreError):
     """The database path is a symbolic link or otherwise unsafe to open for writing."""
 

@@ -37,9 +37,9 @@ T = TypeVar("T")
 _IN_MEMORY = "sqlite+aiosqlite://"
 
 
-def _open_sync_facade(url: URL) -> SessionDB:
+def _open_sync_facade(url: URL, auto_upgrade: bool) -> SessionDB:
     """Open (create or migrate) the schema with the sync stack, as Alembic is sync."""
-    return SessionDB(engine=create_engine(url, poolclass=sa.pool.NullPool))
+    return SessionDB(engine=create_engine(url, poolclass=sa.pool.NullPool), auto_upgrade=auto_upgrade)
 
 
 class AsyncSessionDB:
@@ -49,7 +49,9 @@ class AsyncSessionDB:
     ``Path`` or a SQLAlchemy URL (``sqlite+aiosqlite:///…``, ``postgresql+psycopg://…``,
     ``postgresql+asyncpg://…``; sync driver names are mapped to asyncio ones), ``url=``
     says the same explicitly, and ``engine=`` injects an ``AsyncEngine``. The schema is
-    created or upgraded on first use (or ``async with``). One instance belongs to one
+    checked on first use (or ``async with``) as :class:`SessionDB` does: a SQLite file is
+    created or upgraded, a server database only created when empty (``auto_upgrade=True``
+    upgrades one behind head too). One instance belongs to one
     event loop; several processes and loops may share one SQLite file.
     """
 
@@ -64,6 +66,7 @@ class AsyncSessionDB:
         *,
         url: str | URL | None = None,
         engine: AsyncEngine | None = None,
+        auto_upgrade: bool = False,
     ) -> None:
         # A url= that is not a URL is a mistake, never a file name (as for SessionDB).
         target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
@@ -78,10 +81,12 @@ class AsyncSessionDB:
         self.unit_of_work = AsyncUnitOfWork(self.engine, owns_engine=engine is None)
         self._store: SessionDB | None = None
         self._opening = asyncio.Lock()
+        self._auto_upgrade = auto_upgrade
         self._closed = False
 
     async def open(self) -> AsyncSessionDB:
-        """Create or upgrade the schema now instead of on first use; returns ``self``."""
+        """Check (create, or upgrade where allowed) the schema now instead of on first use;
+        returns ``self``."""
         await self._facade()
         return self
 
@@ -99,10 +104,12 @@ class AsyncSessionDB:
         if url.get_backend_name() == "sqlite" and sqlite_path(url) is None:
             # In memory: only this engine's own connection holds the database, so the
             # schema is made through it (nothing else can hold a lock to wait for).
-            return await run_in_greenlet(SessionDB, engine=self.engine.sync_engine)
+            return await run_in_greenlet(
+                SessionDB, engine=self.engine.sync_engine, auto_upgrade=self._auto_upgrade
+            )
         # Migrations run in a worker thread on a sync engine (Alembic and its lock waits
         # are sync); the facade then works on the async engine through the loop's unit of work.
-        return await asyncio.to_thread(_open_sync_facade, sync_driver_url(url))
+        return await asyncio.to_thread(_open_sync_facade, sync_driver_url(url), self._auto_upgrade)
 
     def _rebind(self, store: SessionDB) -> SessionDB:
         if store.engine is not self.engine.sync_engine:

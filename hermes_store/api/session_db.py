@@ -67,8 +67,12 @@ class SessionDB:
 
     ``SessionDB()`` opens ``$HERMES_HOME/state.db`` (else ``~/.hermes/state.db``);
     ``db_path`` may be a ``str`` or ``Path``, or a SQLAlchemy URL string such as
-    ``postgresql+psycopg://…`` (``url=`` says the same explicitly). Opening creates or
-    upgrades the schema (adopting legacy upstream files). Safe to share between threads;
+    ``postgresql+psycopg://…`` (``url=`` says the same explicitly). Opening a SQLite file
+    creates or upgrades its schema (adopting legacy upstream files). Opening a server
+    database creates the schema only when the database is empty: one behind head is used
+    as it is when this release can run on it (with a warning naming ``hermes-store
+    upgrade``) or refused with :class:`~hermes_store.errors.SchemaBehind`;
+    ``auto_upgrade=True`` upgrades it on open instead (development). Safe to share between threads;
     several processes may share one SQLite file. Extra keyword arguments configure a
     server's pool and timeouts (``pool_size``, ``max_overflow``, ``pool_pre_ping``,
     ``pool_recycle``, ``statement_timeout``, ``lock_timeout``; see docs/postgresql.md).
@@ -87,6 +91,7 @@ class SessionDB:
         *,
         url: str | URL | None = None,
         engine: Engine | None = None,
+        auto_upgrade: bool = False,
         **engine_options: Any,
     ) -> None:
         # A url= that is not a URL is a mistake, never a file name (no stray files).
@@ -107,7 +112,7 @@ class SessionDB:
         # Holds an in-memory database alive while the store is open (closed by close()).
         self._memory_anchor = self.engine.raw_connection() if is_shared_memory(self._url) else None
         try:
-            ensure_schema(self.engine)
+            ensure_schema(self.engine, auto_upgrade=auto_upgrade)
         except BaseException:
             self._release_engine(owned=engine is None)
             raise

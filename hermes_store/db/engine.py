@@ -358,21 +358,30 @@ def _create_server_engine(url: URL, **engine_kwargs: Any) -> Engine:
     if url.get_backend_name() == "postgresql" and url.get_driver_name() in ("", "psycopg2"):
         # psycopg 3 is the driver we ship an extra for.
         url = url.set(drivername="postgresql+psycopg")
+    reply_timeout_s = 0.0
     if url.get_backend_name() == "postgresql":
-        # Pool size, pre-ping, recycling and server timeouts (docs/postgresql.md).
-        from hermes_store.db.server_options import split_options
+        # Pool size, pre-ping, recycling, server timeouts, network (docs/postgresql.md).
+        from hermes_store.db.server_options import split_options, statement_timeout_s
 
+        if url.get_driver_name() == "psycopg":
+            reply_timeout_s = statement_timeout_s(url, engine_kwargs)
         url, engine_kwargs = split_options(url, engine_kwargs)
     else:
         engine_kwargs.setdefault("pool_pre_ping", True)
     try:
-        return sa.create_engine(url, **engine_kwargs)
+        engine = sa.create_engine(url, **engine_kwargs)
     except sa.exc.NoSuchModuleError:
         shown = url.render_as_string(hide_password=True)
         message = f"hermes_store cannot open {shown!r}: unknown driver; {_SUPPORTED_HINT}"
         raise UnsupportedURL(message) from None
     except ImportError as exc:
         raise MissingDriver(_missing_driver_message(url, exc)) from None
+    if reply_timeout_s:
+        # A server that stays reachable but never replies must not hold a writer forever.
+        from hermes_store.db.reply_watchdog import watch_replies
+
+        watch_replies(engine, reply_timeout_s)
+    return engine
 
 
 def _missing_driver_message(url: URL, exc: ImportError) -> str:

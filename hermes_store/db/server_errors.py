@@ -46,6 +46,20 @@ def is_server_unreachable(error: BaseException) -> bool:
     return state.startswith("08") or state in _UNREACHABLE_SQLSTATES
 
 
+def is_lock_timeout(error: BaseException) -> bool:
+    """True when ``error`` is the server giving up a lock wait (``lock_timeout``, 55P03)."""
+    return _is_server_driver_error(error) and _sqlstate(error) == "55P03"
+
+
+def violated_unique_index(error: BaseException) -> str | None:
+    """The unique index (or constraint) a server refused a write for (23505), else ``None``."""
+    if not _is_server_driver_error(error) or _sqlstate(error) != "23505":
+        return None
+    original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
+    name = getattr(getattr(original, "diag", None), "constraint_name", None)
+    return str(name) if name else None
+
+
 def translate_server_error(error: BaseException, operation: str) -> BaseException | None:
     """The ``StoreError`` a server error stands for, or ``None`` when it has none."""
     if not _is_server_driver_error(error):

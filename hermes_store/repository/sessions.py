@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import ColumnElement, delete, exists, func, select, update
+from sqlalchemy.exc import IntegrityError
 
 from hermes_store.db.backends import backend_for
-from hermes_store.db.execution import Bind, fetch_dicts, run, scalar_text
+from hermes_store.db.execution import Bind, connection_of, fetch_dicts, run, scalar_text
+from hermes_store.db.server_errors import violated_unique_index
 from hermes_store.domain.titles import escape_like, split_title_number
-from hermes_store.schema.models import Message, Session
+from hermes_store.schema.models import TITLE_INDEX, Message, Session
 
 SESSION_COLUMNS = tuple(Session.__table__.columns)
 
@@ -178,11 +180,28 @@ def set_title(db: Bind, session_id: str, title: str | None) -> bool:
 
     :raises ValueError: when another session holds the title.
     """
-    if title is not None:
-        owner = title_owner(db, title, session_id)
-        if owner is not None:
-            raise ValueError(f"Title '{title}' is already in use by session {owner}")
-    return set_column(db, session_id, title=title) > 0
+    if title is None:
+        return set_column(db, session_id, title=None) > 0
+    _refuse_title_in_use(db, title, session_id)
+    try:
+        # The check above serialises writers only on SQLite (BEGIN IMMEDIATE). On a server
+        # two writers can pass it at once; the unique index then refuses the later one once
+        # the earlier has committed. The UPDATE runs in a savepoint so that this transaction
+        # can still read who won, and the loser gets the same ValueError as on SQLite.
+        with connection_of(db).begin_nested():
+            changed = set_column(db, session_id, title=title)
+    except IntegrityError as exc:
+        if violated_unique_index(exc) != TITLE_INDEX:
+            raise
+        _refuse_title_in_use(db, title, session_id)
+        raise  # the winner has since given the title up again: report what the server said
+    return changed > 0
+
+
+def _refuse_title_in_use(db: Bind, title: str, session_id: str) -> None:
+    owner = title_owner(db, title, session_id)
+    if owner is not None:
+        raise ValueError(f"Title '{title}' is already in use by session {owner}")
 
 
 def resolve_title(db: Bind, title: str) -> str | None:

@@ -1,14 +1,25 @@
 """Bringing a database to the schema this release expects.
 
 ``ensure_schema`` runs whenever a store opens. On an up-to-date database it costs one
-query and never imports Alembic (a CLI opens the store on every command). Otherwise it
-runs the Alembic history — adopting legacy upstream databases on the way — inside one
-write transaction: on SQLite that is ``BEGIN IMMEDIATE``, so concurrent first opens
-queue up instead of migrating twice, and a crash mid-way leaves the file as it was.
+query and never imports Alembic (a CLI opens the store on every command). What it does
+otherwise depends on where the store lives:
+
+* a SQLite file is migrated on open, as upstream Hermes does (Hermes relies on it): the
+  Alembic history — adopting legacy upstream files on the way — runs inside one write
+  transaction (``BEGIN IMMEDIATE``), so concurrent first opens queue up instead of
+  migrating twice, and a crash mid-way leaves the file as it was;
+* a database server is migrated by a deploy step (``hermes-store upgrade``), never by the
+  processes serving from it: opening creates the schema only in an empty database, uses
+  a schema behind head as it is when this release can run on it
+  (:data:`~hermes_store.schema.revisions.OLDEST_RUNNABLE_REVISION`, with a
+  :class:`SchemaBehindWarning`) and refuses an older one
+  (:class:`~hermes_store.errors.SchemaBehind`). ``auto_upgrade=True`` migrates on open
+  anyway (development).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import sqlite3
@@ -24,8 +35,9 @@ from sqlalchemy.engine import Connection, Engine
 from hermes_store.db.backends import backend_for
 from hermes_store.db.engine import create_engine, write_engine
 from hermes_store.db.sqlite_errors import is_lock_error, raise_translated
+from hermes_store.errors import SchemaBehind
 from hermes_store.schema.legacy import NewerSchemaWarning
-from hermes_store.schema.revisions import History, history
+from hermes_store.schema.revisions import OLDEST_RUNNABLE_REVISION, History, history
 from hermes_store.schema.revisions import migrations_path as migrations_path
 
 if TYPE_CHECKING:
@@ -33,10 +45,16 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
 
+log = logging.getLogger(__name__)
+
 T = TypeVar("T")
 
 MIGRATION_LOCK_WAIT_S = 120.0
 """How long an opener waits for another process's migration before giving up."""
+
+
+class SchemaBehindWarning(UserWarning):
+    """A server database behind head is used as it is; ``hermes-store upgrade`` brings it up."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +78,17 @@ class SchemaState:
         head_version = self.scripts.head_schema_version or 0
         legacy_newer = self.legacy_version is not None and self.legacy_version > head_version
         return revision_newer or legacy_newer
+
+    @property
+    def empty(self) -> bool:
+        """True when no schema has been created yet (neither Alembic's nor upstream's)."""
+        return self.revision is None and self.legacy_version is None
+
+    @property
+    def runnable(self) -> bool:
+        """True when this release can work on the schema as it is (head, newer, or behind
+        head but at least :data:`~hermes_store.schema.revisions.OLDEST_RUNNABLE_REVISION`)."""
+        return self.newer or self.scripts.reaches(self.revision, OLDEST_RUNNABLE_REVISION)
 
 
 def read_schema_state(engine: Engine, script_location: str | None = None) -> SchemaState:
@@ -114,13 +143,21 @@ def _inspect_state_tables(engine: Engine) -> SchemaState:
         return SchemaState(revision, legacy_version)
 
 
-def ensure_schema(engine: Engine, script_location: str | None = None) -> SchemaState:
-    """Make sure the database is at head, migrating it if needed; return the final state.
+def ensure_schema(
+    engine: Engine, script_location: str | None = None, *, auto_upgrade: bool = False
+) -> SchemaState:
+    """Make sure this release can work on the database; return the schema state it is used at.
 
     Head is the newest script in ``script_location`` (default: the shipped migrations).
     A database newer than this release is used as it is, with a :class:`NewerSchemaWarning`.
-    While another process creates or migrates the file, this waits for it (up to
-    :data:`MIGRATION_LOCK_WAIT_S`) instead of failing with "database is locked".
+
+    A SQLite file behind head is migrated to head (upstream's behaviour). On a database
+    server only an empty database is migrated (its schema created at head); one that has a
+    schema behind head is used as it is, with a :class:`SchemaBehindWarning`, when this
+    release can run on it, and raises :class:`~hermes_store.errors.SchemaBehind` naming
+    ``hermes-store upgrade`` when it cannot. ``auto_upgrade=True`` migrates a server
+    database on open too (development). While another process creates or migrates the
+    database, a migrating open waits for it, up to :data:`MIGRATION_LOCK_WAIT_S`.
     """
 
     # A brand-new file being switched to WAL, or a migration in rollback-journal mode, can
@@ -133,8 +170,41 @@ def ensure_schema(engine: Engine, script_location: str | None = None) -> SchemaS
         if state.newer:
             _warn_newer(state)
         return state
+    # A file has no deploy step: whoever opens it migrates it. A server is migrated by its
+    # deploy, never by every replica opening it (a long upgrade would stall them all).
+    if not (auto_upgrade or state.empty or backend_for(engine).is_file):
+        return _use_behind_head(engine, state)
     upgrade(engine, script_location=script_location)
     return _waiting_out_other_migrators(read, "reading the schema version")
+
+
+def _use_behind_head(engine: Engine, state: SchemaState) -> SchemaState:
+    """Warn about (or refuse) a server schema behind head; never migrate it."""
+    found = (
+        f"revision {state.revision}"
+        if state.revision is not None
+        else f"schema_version {state.legacy_version}"
+    )
+    command = upgrade_command(engine)
+    if not state.runnable:
+        raise SchemaBehind(
+            f"the database is at schema {found}, older than this hermes_store can run on "
+            f"(at least {OLDEST_RUNNABLE_REVISION}, head {state.scripts.head}); "
+            f"opening never migrates a server database: run {command}"
+        )
+    message = (
+        f"the database is at schema {found}, behind this hermes_store's head "
+        f"{state.scripts.head}; using it as it is — run {command} to finish the deploy"
+    )
+    log.warning("%s", message)
+    warnings.warn(message, SchemaBehindWarning, stacklevel=4)
+    return state
+
+
+def upgrade_command(engine: Engine) -> str:
+    """The command line that upgrades ``engine``'s database (password hidden)."""
+    shown = engine.url.render_as_string(hide_password=True)
+    return f"'hermes-store --url {shown} upgrade'"
 
 
 def _waiting_out_other_migrators(work: Callable[[], T], operation: str) -> T:
@@ -192,7 +262,7 @@ def _as_engine(target: Engine | str | os.PathLike[str] | None, prepare: bool = T
 
 def _locked_write(connection: Connection) -> None:
     """Serialise migrators (SQLite's BEGIN IMMEDIATE already holds the lock)."""
-    backend_for(connection).lock_for_migration(connection)
+    backend_for(connection).lock_for_migration(connection, MIGRATION_LOCK_WAIT_S)
 
 
 def upgrade(

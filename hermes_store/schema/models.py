@@ -46,6 +46,10 @@ def _zero() -> Any:
     return text("0")
 
 
+TITLE_INDEX = "idx_sessions_title_unique"
+"""The unique index on ``sessions.title`` (partial: NULL titles are not compared)."""
+
+
 class Session(Base):
     """One conversation (``sessions``): metadata, lineage, title, token and cost counters."""
 
@@ -58,7 +62,7 @@ class Session(Base):
         # SQLite's keyword is spelled here: a postgresql_* keyword would import the
         # PostgreSQL dialect on every start-up of a SQLite store.
         Index(
-            "idx_sessions_title_unique",
+            TITLE_INDEX,
             "title",
             unique=True,
             sqlite_where=text("title IS NOT NULL"),

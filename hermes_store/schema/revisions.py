@@ -25,6 +25,21 @@ from pathlib import Path
 from hermes_store.errors import SchemaError
 from hermes_store.schema.legacy import version_of_legacy_revision
 
+OLDEST_RUNNABLE_REVISION = "0011"
+"""The oldest revision this release runs on as it is, without migrating (database servers).
+
+Every column the code reads and writes exists from 0009 on; 0010 and 0011 add the search
+indexes PostgreSQL's search needs (``pg_trgm``, 0011's word index). Revision 0012's
+objects (the stored ``search_vector``, ``hermes_cjk_grams``) are used only once the
+database reaches 0012 (:data:`SEARCH_OBJECTS_REVISION`): until then search reads 0011's
+expression index, with the same results. A server database older than this is refused
+on open (:class:`~hermes_store.errors.SchemaBehind`) until ``hermes-store upgrade`` runs.
+"""
+
+SEARCH_OBJECTS_REVISION = "0012"
+"""The revision from which PostgreSQL's search may use the stored ``search_vector``
+column and the ``hermes_cjk_grams`` index (see :mod:`hermes_store.search.postgres`)."""
+
 _ASSIGNMENT = r"^{name}\s*(?::[^=\n]+)?=\s*(?:None|[\"']([^\"'\n]+)[\"'])"
 _REVISION = re.compile(_ASSIGNMENT.format(name="revision"), re.MULTILINE)
 _DOWN_REVISION = re.compile(_ASSIGNMENT.format(name="down_revision"), re.MULTILINE)
@@ -78,6 +93,19 @@ class History:
 
     def __contains__(self, revision: object) -> bool:
         return revision in self.revisions
+
+    def reaches(self, revision: str | None, floor: str) -> bool:
+        """Whether a database at ``revision`` has everything ``floor`` created.
+
+        A revision this history does not know (written by a newer release) counts as
+        reaching every floor; ``None`` (no Alembic revision) reaches none. A ``floor``
+        missing from the history (another copy of the scripts) is reached by any revision.
+        """
+        if revision is None:
+            return False
+        if revision not in self.revisions or floor not in self.revisions:
+            return True
+        return self.revisions.index(revision) >= self.revisions.index(floor)
 
     def schema_version_of(self, revision: str) -> int | None:
         """The ``schema_version`` mirrored for ``revision`` (``None``: unknown revision)."""

@@ -13,29 +13,58 @@ vector and only the page returned pays for ``ts_headline``. Substring terms go t
 ``pg_trgm`` index; terms too short for trigrams that hold CJK characters also require
 their CJK characters and pairs from ``idx_messages_cjk_grams``, so no search kind has to
 scan ``messages``. Differences from SQLite are listed in ``docs/postgresql.md``.
+
+A database still at 0011 (this release runs on it until the deploy's upgrade, see
+:data:`~hermes_store.schema.revisions.OLDEST_RUNNABLE_REVISION`) has neither object: word
+search then reads 0011's expression index over the same ``to_tsvector`` and short CJK
+terms are checked without the gram index — the same hits, at 0011's speed — until a
+search sees the database at 0012 (:func:`has_search_objects`).
 """
 
 from __future__ import annotations
 
 import re
+import weakref
 from typing import Any
 
 from sqlalchemy import orm
+from sqlalchemy.pool import Pool
 
+from hermes_store.db.execution import connection_of, fetch_tuples
 from hermes_store.repository.rows import fetch_dicts
 from hermes_store.schema.indexed_text import INDEXED_TEXT
+from hermes_store.schema.revisions import SEARCH_OBJECTS_REVISION, history
 from hermes_store.search.cjk import is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters
 from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, has_ascii_letter, like_pattern
 
 STORED_TSVECTOR = "m.search_vector"
 """Revision 0012's generated column: ``to_tsvector('simple', INDEXED_TEXT)``, stored."""
+COMPUTED_TSVECTOR = f"to_tsvector('simple'::regconfig, {INDEXED_TEXT})"
+"""The same vector computed per row: the expression revision 0011's ``idx_messages_fts`` indexes."""
 CJK_GRAMS = f"hermes_cjk_grams({INDEXED_TEXT})"
 """Revision 0012's indexed expression: every CJK character and adjacent pair of the text."""
 HEADLINE_OPTIONS = (
     "StartSel=>>>, StopSel=<<<, MaxWords=40, MinWords=15, ShortWord=0, MaxFragments=1, FragmentDelimiter=..."
 )
 SNIPPET_CHARS = 120
+
+# Pools of databases seen at 0012 or later: a schema only moves forward under a running
+# service, so once seen there it is never read again (one query per search until then).
+_POOLS_WITH_SEARCH_OBJECTS: weakref.WeakSet[Pool] = weakref.WeakSet()
+
+
+def has_search_objects(db: orm.Session) -> bool:
+    """Whether revision 0012's search objects exist in ``db``'s database (else it is at 0011)."""
+    pool = connection_of(db).engine.pool
+    if pool in _POOLS_WITH_SEARCH_OBJECTS:
+        return True
+    rows = fetch_tuples(db, "SELECT version_num FROM alembic_version", {})
+    if not history().reaches(rows[0][0] if rows else None, SEARCH_OBJECTS_REVISION):
+        return False
+    _POOLS_WITH_SEARCH_OBJECTS.add(pool)
+    return True
+
 
 _TOKEN = re.compile(r'"[^"]*"\*?|\S+')
 _OPERATORS = ("AND", "OR", "NOT")
@@ -121,14 +150,15 @@ def find_hits(
         if query is None:
             return []
         source, where = _filters(filters, params)
+        vector = STORED_TSVECTOR if has_search_objects(db) else COMPUTED_TSVECTOR
         # The tsquery is written out where it is used (not read from a CTE) so the planner
         # folds it to a constant and estimates its matches from the GIN statistics.
         headline = f"ts_headline('simple'::regconfig, {INDEXED_TEXT}, {query}, :headline)"
         sql = f"""
         WITH hits AS (
-            SELECT m.id, ts_rank({STORED_TSVECTOR}, {query}) AS score
+            SELECT m.id, ts_rank({vector}, {query}) AS score
             FROM {source}
-            WHERE {STORED_TSVECTOR} @@ {query} {where}
+            WHERE {vector} @@ {query} {where}
             ORDER BY score DESC, m.id DESC
             LIMIT :limit OFFSET :offset
         )
@@ -168,7 +198,7 @@ def _substring_hits(
     )
     hits = _substring_page(db, source.replace("messages m", recent, 1), condition, where, window_params)
     if len(hits) < params["limit"]:
-        condition, terms = _substring_condition(plan, params, use_grams=True)
+        condition, terms = _substring_condition(plan, params, use_grams=has_search_objects(db))
         source, where = _filters(filters, params)
         hits = _substring_page(db, source, condition, where, params)
     for hit in hits:

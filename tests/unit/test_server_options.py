@@ -6,7 +6,13 @@ import pytest
 import sqlalchemy as sa
 
 from hermes_store.db.server_errors import is_server_unreachable, translate_server_error
-from hermes_store.db.server_options import DEFAULTS, split_options
+from hermes_store.db.server_options import (
+    DEFAULTS,
+    NETWORK_DEFAULTS,
+    duration_s,
+    split_options,
+    statement_timeout_s,
+)
 
 URL = sa.make_url("postgresql+psycopg://app@db/hermes")
 
@@ -32,6 +38,44 @@ def test_url_query_is_read_and_removed_and_keywords_win() -> None:
     assert kwargs["connect_args"]["options"] == (
         "-c search_path=app -c statement_timeout=60s -c lock_timeout=500"
     )
+
+
+def test_network_defaults_go_to_libpq_and_the_url_and_keywords_override_them() -> None:
+    _, kwargs = split_options(URL, {})
+    assert {name: kwargs["connect_args"][name] for name in NETWORK_DEFAULTS} == {
+        "connect_timeout": 5, "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
+        "keepalives_count": 3, "tcp_user_timeout": 10000,
+    }
+    url, kwargs = split_options(
+        URL.update_query_dict({"connect_timeout": "3", "keepalives_idle": "30"}),
+        {"keepalives_idle": 60, "connect_args": {"keepalives_count": 9}},
+    )
+    assert dict(url.query) == {}  # read here, never passed twice to the driver
+    args = kwargs["connect_args"]
+    assert (args["connect_timeout"], args["keepalives_idle"], args["keepalives_count"]) == (3, 60, 9)
+    assert "connect_timeout" not in kwargs  # a libpq parameter, not a create_engine argument
+
+
+def test_network_options_are_libpq_parameters_only() -> None:
+    _, kwargs = split_options(sa.make_url("postgresql+asyncpg://app@db/hermes"), {})
+    assert not set(NETWORK_DEFAULTS) & set(kwargs["connect_args"])
+    with pytest.raises(ValueError, match="keepalives_idle"):
+        split_options(URL, {"keepalives_idle": "soon"})
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("60s", 60.0), ("500ms", 0.5), ("2min", 120.0), ("1500", 1.5), ("0", 0.0), ("1h", 3600.0)],
+)
+def test_durations_read_as_postgresql_reads_them(text: str, seconds: float) -> None:
+    assert duration_s(text) == pytest.approx(seconds)
+
+
+def test_the_statement_timeout_an_engine_gets() -> None:
+    assert statement_timeout_s(URL, {}) == 60.0
+    in_query = URL.update_query_dict({"statement_timeout": "5s"})
+    assert statement_timeout_s(in_query, {}) == 5.0
+    assert statement_timeout_s(in_query, {"statement_timeout": 0}) == 0.0
 
 
 def test_a_pool_class_without_sizing_drops_the_sizing_arguments() -> None:

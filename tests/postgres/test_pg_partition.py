@@ -1,0 +1,112 @@
+"""A silent network partition never holds the writer lock past the reconnect budget.
+
+The store reaches the server through a local TCP proxy (:mod:`stalling_proxy`) that stops
+forwarding without closing anything, as a partition the kernel cannot see does: TCP stays
+up, no reply ever arrives. A write already in flight (waiting on a row lock) fails with a
+typed error, and a second thread's write queued behind it does too, each within a bound
+of a few times the documented worst case instead of waiting forever. The proxy is closed
+at the end whatever happens, which releases anything still stuck.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+import sqlalchemy as sa
+from stalling_proxy import StallingProxy
+
+from hermes_store import ServerUnavailable, SessionDB, StoreTimeout, create_engine
+from hermes_store.db.reply_watchdog import REPLY_GRACE_S
+
+pytestmark = pytest.mark.serial
+
+STATEMENT_TIMEOUT_S = 3
+CONNECT_TIMEOUT_S = 2
+RECONNECT_WAIT_S = 3.0
+WORST_CASE_S = STATEMENT_TIMEOUT_S + REPLY_GRACE_S + RECONNECT_WAIT_S + CONNECT_TIMEOUT_S
+"""docs/postgresql.md: a write stalled by a silent network fails within this."""
+BOUND_S = 3 * WORST_CASE_S  # generous (the machine is loaded); without a limit it is forever
+
+
+def _until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def test_a_silent_partition_fails_writes_within_the_budget(pg_url: str) -> None:
+    direct = sa.make_url(pg_url)
+    admin = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
+    with StallingProxy(direct.host or "127.0.0.1", direct.port or 5432) as proxy:
+        url = direct.set(host="127.0.0.1", port=proxy.port)
+        db = SessionDB(
+            url=url, statement_timeout=f"{STATEMENT_TIMEOUT_S}s", connect_timeout=CONNECT_TIMEOUT_S
+        )
+        db._uow.reconnect_wait_s = RECONNECT_WAIT_S
+        db.create_session("s", "cli")
+        db.append_message("s", "user", "before the partition")
+        outcomes: dict[str, tuple[object, float]] = {}
+
+        def write(name: str) -> None:
+            started = time.monotonic()
+            try:
+                db.append_message("s", "user", name)
+                outcomes[name] = ("applied", time.monotonic() - started)
+            except Exception as exc:  # recorded, asserted below
+                outcomes[name] = (exc, time.monotonic() - started)
+
+        first = threading.Thread(target=write, args=("in flight",), daemon=True)
+        second = threading.Thread(target=write, args=("queued",), daemon=True)
+        with admin.connect() as holder, holder.begin():
+            holder.exec_driver_sql("SELECT 1 FROM sessions WHERE id = 's' FOR UPDATE")
+            first.start()
+
+            def first_is_waiting() -> bool:
+                with admin.connect() as probe:
+                    waiting = probe.exec_driver_sql(
+                        "SELECT count(*) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    ).scalar()
+                return bool(waiting)
+
+            _until(first_is_waiting)
+            proxy.stall()
+            second.start()
+        # The row lock is gone: the server answers the first write, but nothing comes through.
+        first.join(timeout=BOUND_S)
+        second.join(timeout=BOUND_S)
+        stuck = [t.name for t in (first, second) if t.is_alive()]
+    # The proxy is closed (a stuck write fails now) before the store waits for its writers.
+    db.close()
+    assert not stuck, f"writes still waiting after {BOUND_S} s: {outcomes}"
+    for name in ("in flight", "queued"):
+        error, elapsed = outcomes[name]
+        assert isinstance(error, ServerUnavailable | StoreTimeout), (name, repr(error))
+        print(f"{name}: {type(error).__name__} after {elapsed:.1f} s (bound {BOUND_S:.0f} s)")
+        assert elapsed < BOUND_S, (name, elapsed)
+    with admin.connect() as check:
+        contents = check.exec_driver_sql("SELECT content FROM messages ORDER BY id").scalars().all()
+    # Nothing half-applied: the first write either committed whole before the cut or not at all.
+    assert contents[0] == "before the partition" and "queued" not in contents
+    admin.dispose()
+
+
+def test_a_statement_whose_timeout_was_lifted_is_never_cut(pg_url: str) -> None:
+    """Migrations lift ``statement_timeout`` (for their transaction or their session): the
+    watchdog follows the ``SET`` and leaves such a statement to run past its usual limit."""
+    engine = create_engine(pg_url, statement_timeout="1s", poolclass=sa.pool.NullPool)  # limit: 3 s
+    with engine.connect() as connection:
+        with connection.begin():
+            connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
+            connection.exec_driver_sql("SELECT pg_sleep(4)")
+        connection.exec_driver_sql("SET statement_timeout TO '0'")
+        connection.exec_driver_sql("SELECT pg_sleep(4)")
+        connection.commit()
+        connection.exec_driver_sql("RESET statement_timeout")  # back to the engine's 1 s
+        with pytest.raises(sa.exc.OperationalError, match="statement timeout"):
+            connection.exec_driver_sql("SELECT pg_sleep(2)")  # the server cancels it and says so
+    engine.dispose()
