@@ -28,7 +28,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 
-from hermes_store.db.execution import driver_execute
+from hermes_store.db.execution import NO_BEGIN_OPTION, driver_execute
 from hermes_store.db.urls import sync_driver_url
 from hermes_store.domain.paths import default_db_path
 from hermes_store.errors import DatabaseNotFound, MissingDriver, UnsafePath, UnsupportedURL
@@ -36,8 +36,6 @@ from hermes_store.errors import DatabaseNotFound, MissingDriver, UnsafePath, Uns
 STORE_URL_VARIABLE = "HERMES_STORE_URL"
 BUSY_TIMEOUT_S = 1.0
 _WRITE_OPTION = "hermes_store_write"
-NO_BEGIN_OPTION = "hermes_store_no_begin"
-"""Execution option: leave SQLite in autocommit mode (for VACUUM and checkpoints)."""
 _CONFIGURED_KEY = "hermes_store_configured"
 FILE_MODE = 0o600
 _SIDECARS = ("-wal", "-shm", "-journal")
@@ -286,7 +284,7 @@ def _listen_begin(engine: Engine) -> None:
         options = connection.get_execution_options()
         if options.get(NO_BEGIN_OPTION):
             return
-        # SQLAlchemy's documented pysqlite recipe, on the lean execution path (so that
+        # SQLAlchemy's documented pysqlite recipe, through the execution seam (so that
         # events see BEGIN too, at little cost: this runs once per transaction).
         driver_execute(connection, "BEGIN IMMEDIATE" if options.get(_WRITE_OPTION) else "BEGIN", begin=False)
 
