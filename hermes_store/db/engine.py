@@ -28,7 +28,9 @@ from typing import Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 
-from hermes_store.db.execution import NO_BEGIN_OPTION, driver_execute
+# NO_BEGIN_OPTION: defined beside the seam that honours it too, kept importable from here.
+from hermes_store.db.execution import NO_BEGIN_OPTION as NO_BEGIN_OPTION
+from hermes_store.db.execution import driver_execute
 from hermes_store.db.urls import sync_driver_url
 from hermes_store.domain.paths import default_db_path
 from hermes_store.errors import DatabaseNotFound, MissingDriver, UnsafePath, UnsupportedURL
