@@ -16,10 +16,12 @@ Two ways in, chosen per statement:
 * every other hand-written statement (the hot path: append, ``get_session``, search,
   listing, replay, lineage, ``BEGIN``) goes to :func:`driver_execute`, with its SQL put
   into the driver's parameter style once by SQLAlchemy's compiler. While anything
-  watches statements (echo, logging, any execution or cursor event, ``handle_error``,
-  ``do_execute``) it runs through the public :meth:`Connection.exec_driver_sql`, so every
-  listener gets what SQLAlchemy gives it; while nothing does, on a bare driver cursor of
-  the same connection, without the result object (a few microseconds instead of tens).
+  watches statements it runs through SQLAlchemy's public execution, so every listener
+  gets what SQLAlchemy gives it: :meth:`Connection.execute` for a ``before_execute``/
+  ``after_execute`` listener, :meth:`Connection.exec_driver_sql` for echo, logging, the
+  cursor events, ``handle_error`` or ``do_execute``. While nothing does, on a bare driver
+  cursor of the same connection, without the result object (a few microseconds instead
+  of tens).
   Telling the two apart and wrapping the bare cursor's errors as SQLAlchemy does take
   SQLAlchemy private members, all in :mod:`hermes_store.db.sqlalchemy_private` behind a
   version and feature guard: where they are missing, every statement takes the public path.
@@ -44,6 +46,7 @@ from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.sql.elements import TextClause
 
 from hermes_store.db import sqlalchemy_private
+from hermes_store.db.sqlalchemy_private import Route
 from hermes_store.schema.types import MessageContent
 
 Bind = orm.Session | Connection
@@ -171,19 +174,22 @@ def driver_execute(
     """Run the hand-written ``sql`` (named ``:param`` placeholders, values in the driver's
     form, no list values) on ``connection``; rows come back as the driver gives them.
 
-    While anything watches statements (echo, logging, ``before_execute``/
-    ``after_execute``, the cursor events, ``handle_error``, ``do_execute``), through
-    :meth:`Connection.execute` (Core, SQLAlchemy's compiled cache), so every listener
-    sees it as SQLAlchemy shows it. While nothing does, in the driver's parameter style
-    on a bare driver cursor of the same connection, with SQLAlchemy's error wrapping
-    (``DBAPIError`` family, invalidation on disconnect) and without a result object.
+    The way depends on who watches (:func:`sqlalchemy_private.route`, per statement):
+    a ``before_execute``/``after_execute`` listener gets :meth:`Connection.execute`
+    (Core, SQLAlchemy's compiled cache: every event fires); echo, logging, a cursor
+    event, ``do_execute`` or ``handle_error`` get :meth:`Connection.exec_driver_sql`;
+    when nothing watches, the statement runs in the driver's parameter style on a bare
+    driver cursor of the same connection, with SQLAlchemy's error wrapping
+    (``DBAPIError`` family, invalidation on disconnect) and no result object.
 
-    ``begin=False`` is for the statement that begins the transaction itself.
+    ``begin=False`` is for statements outside a transaction: the ``BEGIN`` itself, a WAL
+    checkpoint on the idle write connection.
     """
-    if not sqlalchemy_private.nothing_watches(connection):
+    route = sqlalchemy_private.route(connection)
+    if route is not Route.BARE_CURSOR:
         if begin or connection.in_transaction():
-            return _public_execute(connection, sql, params)
-        return _public_execute_outside_a_transaction(connection, sql, params)
+            return _public_execute(connection, route, sql, params)
+        return _public_execute_outside_a_transaction(connection, route, sql, params)
     statement, parameters = _translated(connection, sql, params)
     if begin and not connection.in_transaction():
         connection.begin()
@@ -199,9 +205,14 @@ def driver_execute(
             _close_quietly(cursor)
 
 
-def _public_execute(connection: Connection, sql: str, params: Mapping[str, Any]) -> DriverResult:
-    """:func:`driver_execute` through SQLAlchemy's public Core execution."""
-    result = connection.execute(_clause(sql), dict(params))
+def _public_execute(
+    connection: Connection, route: Route, sql: str, params: Mapping[str, Any]
+) -> DriverResult:
+    """:func:`driver_execute` through SQLAlchemy's public execution: Core or driver SQL."""
+    if route is Route.CORE:
+        result = connection.execute(_clause(sql), dict(params))
+    else:
+        result = connection.exec_driver_sql(*_translated(connection, sql, params))
     if not result.returns_rows:
         # Only drivers whose dialect reads lastrowid have one (psycopg's cursor has none).
         lastrowid = result.lastrowid if getattr(connection.dialect, "postfetch_lastrowid", False) else None
@@ -210,16 +221,15 @@ def _public_execute(connection: Connection, sql: str, params: Mapping[str, Any])
 
 
 def _public_execute_outside_a_transaction(
-    connection: Connection, sql: str, params: Mapping[str, Any]
+    connection: Connection, route: Route, sql: str, params: Mapping[str, Any]
 ) -> DriverResult:
-    """:func:`_public_execute` for a statement that must run outside a transaction (a WAL
-    checkpoint on the idle write connection, the ``BEGIN`` itself): SQLAlchemy begins a
-    transaction for every execute, so the begin hook is told to emit no ``BEGIN`` and
-    SQLAlchemy's transaction is ended right after (nothing for the database to commit)."""
+    """:func:`_public_execute` for a statement that must run outside a transaction:
+    SQLAlchemy begins one for every execute, so the begin hook is told to emit no
+    ``BEGIN`` and SQLAlchemy's transaction is ended right after (nothing to commit)."""
     previous = connection.get_execution_options().get(NO_BEGIN_OPTION, False)
     connection.execution_options(**{NO_BEGIN_OPTION: True})
     try:
-        return _public_execute(connection, sql, params)
+        return _public_execute(connection, route, sql, params)
     finally:
         connection.execution_options(**{NO_BEGIN_OPTION: previous})
         connection.commit()

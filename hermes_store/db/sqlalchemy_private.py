@@ -7,10 +7,11 @@ a statement (30 µs an append, measured: docs/benchmarks.md, "The execution seam
 things SQLAlchemy does not offer publicly make that safe:
 
 * **Is anything watching?** ``Connection._echo`` (echo or the ``sqlalchemy.engine``
-  logger at INFO) and the truth value of the listener collections on
-  ``connection.dispatch`` (joined over the connection, its engine and their classes) and
-  ``dialect.dispatch``, for every event ``exec_driver_sql`` fires. When any is set, the
-  seam takes the public path, so listeners get exactly what SQLAlchemy gives them.
+  logger at INFO), ``Dialect._has_events`` and the truth value of the listener
+  collections on ``connection.dispatch`` (joined over the connection, its engine and
+  their classes) and ``dialect.dispatch``, for every event SQLAlchemy's execution fires.
+  When any is set, the seam takes a public path (:class:`Route`), so listeners get
+  exactly what SQLAlchemy gives them.
 * **Wrapping a failed statement's error** as SQLAlchemy does: ``Connection.
   _handle_dbapi_exception`` turns a driver error into SQLAlchemy's ``DBAPIError`` family
   and invalidates the connection on a disconnect (the unit of work then retries on a new
@@ -26,6 +27,7 @@ statement takes the public path: slower, never wrong.
 
 from __future__ import annotations
 
+import enum
 from typing import Any, NoReturn
 
 import sqlalchemy
@@ -66,25 +68,39 @@ AVAILABLE = supported(sqlalchemy.__version__) and _members_present()
 """Whether the seam may run statements on a bare driver cursor when nothing watches."""
 
 
-def nothing_watches(connection: Connection) -> bool:
-    """True when no echo, log and no execution listener would see a statement on
-    ``connection`` (checked per statement: a listener added at any time sees the next
-    one). Always false when :data:`AVAILABLE` is false."""
-    if not AVAILABLE or getattr(connection, "_echo", True):
-        return False
+class Route(enum.Enum):
+    """How the seam runs a hand-written statement, given who watches it."""
+
+    BARE_CURSOR = "bare cursor"
+    """Nothing watches: the driver's cursor, no execution context, no result object."""
+    DRIVER_SQL = "exec_driver_sql"
+    """Echo, logging or a cursor, ``do_execute`` or ``handle_error`` listener:
+    :meth:`Connection.exec_driver_sql`, which shows the statement to all of them."""
+    CORE = "execute"
+    """A ``before_execute``/``after_execute`` listener (which ``exec_driver_sql`` does not
+    fire), or a SQLAlchemy this module was not checked on: :meth:`Connection.execute`,
+    which fires every event."""
+
+
+def route(connection: Connection) -> Route:
+    """Which way the next statement on ``connection`` goes (checked per statement, so a
+    listener added at any time sees the next one)."""
+    if not AVAILABLE:
+        return Route.CORE
     # The joined dispatcher's own truth test: a listener set on one connection upgrades
     # the collection that test holds, not the one the dispatcher's ``local`` names.
     dispatch: Any = connection.dispatch
-    dialect_dispatch: Any = connection.dialect.dispatch
-    return not (
-        dispatch.before_cursor_execute
-        or dispatch.after_cursor_execute
-        or dispatch.before_execute
-        or dispatch.after_execute
-        or dialect_dispatch.do_execute
-        or dialect_dispatch.do_execute_no_params
-        or dialect_dispatch.handle_error
-    )
+    if dispatch.before_execute or dispatch.after_execute:
+        return Route.CORE
+    if getattr(connection, "_echo", True) or dispatch.before_cursor_execute or dispatch.after_cursor_execute:
+        return Route.DRIVER_SQL
+    dialect: Any = connection.dialect
+    # _has_events first: one attribute instead of three collections on the common path.
+    if getattr(dialect, "_has_events", True) and (
+        dialect.dispatch.do_execute or dialect.dispatch.do_execute_no_params or dialect.dispatch.handle_error
+    ):
+        return Route.DRIVER_SQL
+    return Route.BARE_CURSOR
 
 
 def raise_driver_error(

@@ -132,10 +132,10 @@ def test_the_fast_path_wraps_driver_errors_like_sqlalchemy(connection: Connectio
 
 def test_a_listener_on_one_connection_sees_its_statements(store: SessionDB) -> None:
     with store._uow.read_connection() as conn:
-        assert sqlalchemy_private.nothing_watches(conn) is True
+        assert sqlalchemy_private.route(conn) is sqlalchemy_private.Route.BARE_CURSOR
         seen: list[str] = []
         event.listen(conn, "before_cursor_execute", lambda *args: seen.append(args[2]))
-        assert sqlalchemy_private.nothing_watches(conn) is False
+        assert sqlalchemy_private.route(conn) is sqlalchemy_private.Route.DRIVER_SQL
         execution.fetch_tuples(conn, "SELECT id FROM sessions WHERE id = :id", {"id": "s1"})
         assert any("FROM sessions" in statement for statement in seen)
 
