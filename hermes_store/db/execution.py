@@ -1,11 +1,13 @@
 """The one place hermes_store executes SQL.
 
-Every statement runs through SQLAlchemy's Core :class:`~sqlalchemy.engine.Connection`
-machinery, never on a bare driver cursor, so that whatever listens to the engine sees all
-of it: ``echo=True``, ``before_cursor_execute``/``after_cursor_execute`` listeners (query
-counters, OpenTelemetry) and ``handle_error``. Errors therefore arrive in one family,
-SQLAlchemy's ``DBAPIError`` subclasses, whichever method meets them; the unit of work
-translates the ones that mean something (:mod:`hermes_store.db.sqlite_errors`) once.
+Every statement runs on a SQLAlchemy :class:`~sqlalchemy.engine.Connection` — through its
+public execution whenever anything watches, on that connection's own driver cursor only
+while nothing does — so that whatever listens to the engine sees all of it: ``echo=True``,
+``before_execute``/``after_execute`` and ``before_cursor_execute``/``after_cursor_execute``
+listeners (query counters, OpenTelemetry), ``do_execute`` and ``handle_error``. Errors
+therefore arrive in one family, SQLAlchemy's ``DBAPIError`` subclasses, whichever method
+meets them; the unit of work translates the ones that mean something
+(:mod:`hermes_store.db.sqlite_errors`) once.
 
 Two ways in, chosen per statement:
 
@@ -21,8 +23,7 @@ Two ways in, chosen per statement:
   ``after_execute`` listener, :meth:`Connection.exec_driver_sql` for echo, logging, the
   cursor events, ``handle_error`` or ``do_execute``. While nothing does, on a bare driver
   cursor of the same connection, without the result object (a few microseconds instead
-  of tens).
-  Telling the two apart and wrapping the bare cursor's errors as SQLAlchemy does take
+  of tens). Telling the two apart and wrapping the bare cursor's errors as SQLAlchemy does take
   SQLAlchemy private members, all in :mod:`hermes_store.db.sqlalchemy_private` behind a
   version and feature guard: where they are missing, every statement takes the public path.
 
