@@ -48,7 +48,9 @@ class AsyncSessionDB:
     ``AsyncSessionDB()`` opens the default store; ``db_path`` may be a ``str`` or
     ``Path`` or a SQLAlchemy URL (``sqlite+aiosqlite:///…``, ``postgresql+psycopg://…``,
     ``postgresql+asyncpg://…``; sync driver names are mapped to asyncio ones), ``url=``
-    says the same explicitly, and ``engine=`` injects an ``AsyncEngine``. The schema is
+    says the same explicitly, and ``engine=`` injects an ``AsyncEngine``. Other keyword
+    arguments are ``SessionDB``'s server options (``pool_size``, ``statement_timeout``,
+    ``lock_timeout``, …; docs/postgresql.md), also accepted in the URL's query. The schema is
     checked on first use (or ``async with``) as :class:`SessionDB` does: a SQLite file is
     created or upgraded, a server database only created when empty (``auto_upgrade=True``
     upgrades one behind head too). One instance belongs to one
@@ -67,6 +69,7 @@ class AsyncSessionDB:
         url: str | URL | None = None,
         engine: AsyncEngine | None = None,
         auto_upgrade: bool = False,
+        **engine_options: Any,
     ) -> None:
         # A url= that is not a URL is a mistake, never a file name (as for SessionDB).
         target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
@@ -76,7 +79,8 @@ class AsyncSessionDB:
             # A caller's engine gets our connection settings but stays the caller's:
             # close() leaves its pool alone (as SessionDB does).
             adopt_engine(engine.sync_engine)
-        self.engine = engine if engine is not None else create_async_engine(target)
+        # engine_options: SessionDB's pool and timeout settings for a server (docs/postgresql.md).
+        self.engine = engine if engine is not None else create_async_engine(target, **engine_options)
         self.db_path = sqlite_path(self.engine.url)
         self.unit_of_work = AsyncUnitOfWork(self.engine, owns_engine=engine is None)
         self._store: SessionDB | None = None
@@ -101,9 +105,11 @@ class AsyncSessionDB:
 
     async def _bridge_facade(self) -> SessionDB:
         url = self.engine.url
-        if url.get_backend_name() == "sqlite" and sqlite_path(url) is None:
-            # In memory: only this engine's own connection holds the database, so the
-            # schema is made through it (nothing else can hold a lock to wait for).
+        if url.get_backend_name() != "sqlite" or sqlite_path(url) is None:
+            # A server database is opened through the store's own engine, so the same
+            # connect arguments, server options and pool serve it (an injected engine's
+            # included); its waits are the async driver's, on the loop. In memory, only
+            # this engine's own connection holds the database (nothing to wait for).
             return await run_in_greenlet(
                 SessionDB, engine=self.engine.sync_engine, auto_upgrade=self._auto_upgrade
             )

@@ -1,10 +1,13 @@
 """Asyncio engines: aiosqlite for SQLite, psycopg's async mode (or asyncpg) for PostgreSQL.
 
-The connection policy is the sync store's (:mod:`hermes_store.db.engine`): the file is
-created 0600 before SQLite opens it, every connection gets WAL (or the DELETE fallback
-with a warning), ``foreign_keys``, a 1 s busy timeout and ``recursive_triggers``, and
-write transactions start with ``BEGIN IMMEDIATE``. The busy timeout is spent in
-aiosqlite's worker thread, never on the event loop.
+Made by the sync store's engine factory (:func:`hermes_store.db.engine.build_engine`),
+so the connection policy is the same: on SQLite the file is created 0600 before SQLite
+opens it, every connection gets WAL (or the DELETE fallback with a warning),
+``foreign_keys``, a 1 s busy timeout and ``recursive_triggers``, and write transactions
+start with ``BEGIN IMMEDIATE`` (the busy timeout is spent in aiosqlite's worker thread,
+never on the event loop); on PostgreSQL the same server options as ``SessionDB`` (pool,
+pre-ping, recycling, statement and lock timeouts, docs/postgresql.md), from the URL's
+query or keyword arguments, sent to psycopg or asyncpg in each driver's terms.
 """
 
 from __future__ import annotations
@@ -19,10 +22,9 @@ from sqlalchemy.ext.asyncio import create_async_engine as sa_create_async_engine
 from hermes_store.db.aiosqlite_driver import one_hop_dbapi
 from hermes_store.db.engine import (
     BUSY_TIMEOUT_S,
+    build_engine,
     check_backend,
-    install_sqlite_hooks,
     parse_url,
-    prepare_sqlite_file,
     resolve_url,
     sqlite_path,
 )
@@ -51,22 +53,24 @@ def create_async_engine(
 ) -> AsyncEngine:
     """An :class:`AsyncEngine` for ``target`` (path, URL, or the default store).
 
-    Extra keyword arguments go to :func:`sqlalchemy.ext.asyncio.create_async_engine`.
+    Keyword arguments are those of :func:`hermes_store.db.engine.create_engine`: the
+    server options (``pool_size``, ``statement_timeout``, …) on PostgreSQL, anything else
+    for :func:`sqlalchemy.ext.asyncio.create_async_engine`.
     """
     url = resolve_async_url(target)
-    if url.get_backend_name() != "sqlite":
-        engine_kwargs.setdefault("pool_pre_ping", True)
-        return sa_create_async_engine(url, **engine_kwargs)
-    path = sqlite_path(url)
-    if path is not None:
-        prepare_sqlite_file(path)
-    connect_args = {"timeout": BUSY_TIMEOUT_S, **engine_kwargs.pop("connect_args", {})}
-    engine_kwargs.setdefault("module", one_hop_dbapi())
-    if path is not None and "poolclass" not in engine_kwargs:
-        # A connection is a worker thread here; keep them instead of opening overflow
-        # ones (thread start, connect, pragmas) and closing them again in bursts.
-        engine_kwargs.setdefault("pool_size", 12)
-        engine_kwargs.setdefault("max_overflow", 0)
-    engine = sa_create_async_engine(url, connect_args=connect_args, **engine_kwargs)
-    install_sqlite_hooks(engine.sync_engine, path)
-    return engine
+    if url.get_backend_name() == "sqlite":
+        engine_kwargs.setdefault("module", one_hop_dbapi())
+        if sqlite_path(url) is not None and "poolclass" not in engine_kwargs:
+            # A connection is a worker thread here; keep them instead of opening overflow
+            # ones (thread start, connect, pragmas) and closing them again in bursts.
+            engine_kwargs.setdefault("pool_size", 12)
+            engine_kwargs.setdefault("max_overflow", 0)
+    return build_engine(
+        url,
+        sa_create_async_engine,
+        prepare=True,
+        journal_mode=None,
+        # aiosqlite passes these to sqlite3.connect in its thread.
+        sqlite_connect_args={"timeout": BUSY_TIMEOUT_S},
+        **engine_kwargs,
+    )

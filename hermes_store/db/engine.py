@@ -17,27 +17,33 @@ SQLite needs three things pysqlite does not give by default:
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import stat
 import sys
 import warnings
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 
+# NO_BEGIN_OPTION: defined beside the seam that honours it too, kept importable from here.
+from hermes_store.db.execution import NO_BEGIN_OPTION as NO_BEGIN_OPTION
 from hermes_store.db.execution import driver_execute
+from hermes_store.db.server_options import split_options, statement_timeout_s
 from hermes_store.db.urls import sync_driver_url
 from hermes_store.domain.paths import default_db_path
 from hermes_store.errors import DatabaseNotFound, MissingDriver, UnsafePath, UnsupportedURL
 
+if TYPE_CHECKING:  # the sync store never imports SQLAlchemy's asyncio extension
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
 STORE_URL_VARIABLE = "HERMES_STORE_URL"
 BUSY_TIMEOUT_S = 1.0
 _WRITE_OPTION = "hermes_store_write"
-NO_BEGIN_OPTION = "hermes_store_no_begin"
-"""Execution option: leave SQLite in autocommit mode (for VACUUM and checkpoints)."""
 _CONFIGURED_KEY = "hermes_store_configured"
 FILE_MODE = 0o600
 _SIDECARS = ("-wal", "-shm", "-journal")
@@ -49,7 +55,7 @@ _CONFIGURED: weakref.WeakSet[Engine] = weakref.WeakSet()
 SUPPORTED_BACKENDS = ("sqlite", "postgresql")
 _SUPPORTED_HINT = "use a file path, sqlite:///PATH or postgresql+psycopg://USER@HOST/DATABASE"
 # The extra that installs each backend's default driver.
-_DRIVER_EXTRAS = {"psycopg": "postgres"}
+_DRIVER_EXTRAS = {"psycopg": "postgres", "psycopg_async": "postgres"}
 
 
 class JournalModeWarning(UserWarning):
@@ -177,22 +183,75 @@ def create_engine(
     journal with a warning where WAL cannot work) or ``"delete"``, the rollback journal,
     for network file systems where WAL seems to work but is unsafe.
 
-    ``journal_mode`` overrides that choice: ``"wal"`` (falling back to the rollback
-    journal with a warning where WAL cannot work) or ``"delete"``, the rollback journal,
-    for network file systems where WAL seems to work but is unsafe.
-
     Every SQLite connection gets ``foreign_keys=ON``, a 1 s busy timeout and
     ``recursive_triggers=ON``. Transactions begun on this engine are deferred (reads);
     use :func:`write_engine` for writes. Extra keyword arguments go to
     :func:`sqlalchemy.create_engine`.
     """
-    url = resolve_url(target)
+    return build_engine(
+        resolve_url(target),
+        sa.create_engine,
+        prepare=prepare,
+        journal_mode=journal_mode,
+        sqlite_connect_args=_connect_args_for_sqlite(),
+        **engine_kwargs,
+    )
+
+
+E = TypeVar("E", "Engine", "AsyncEngine")
+
+
+def build_engine(
+    url: URL,
+    make: Callable[..., E],
+    *,
+    prepare: bool,
+    journal_mode: JournalMode | None,
+    sqlite_connect_args: dict[str, Any],
+    **engine_kwargs: Any,
+) -> E:
+    """The one engine factory behind :func:`create_engine` and
+    :func:`hermes_store.db.async_engine.create_async_engine`: ``make`` is
+    ``sqlalchemy.create_engine`` or ``sqlalchemy.ext.asyncio.create_async_engine``, and
+    ``url`` names the driver it takes.
+
+    Both get the same policy: the backend check; on SQLite the file's creation rules,
+    the driver's busy timeout (``sqlite_connect_args``, the driver's own keys) and the
+    per-connection pragmas and ``BEGIN`` hooks; on PostgreSQL the server options of
+    :mod:`hermes_store.db.server_options` (pool, pre-ping, recycling, statement and lock
+    timeouts, from the URL's query or keyword arguments), handed to whichever driver
+    the URL names; a missing or unknown driver as a typed error.
+    """
     check_backend(url)
-    if url.get_backend_name() == "sqlite":
-        if journal_mode is None and prepare:
-            journal_mode = "wal"
-        return _create_sqlite_engine(url, prepare, journal_mode, **engine_kwargs)
-    return _create_server_engine(url, **engine_kwargs)
+    if url.get_backend_name() != "sqlite":
+        is_postgresql = url.get_backend_name() == "postgresql"
+        reply_timeout_s = statement_timeout_s(url, engine_kwargs) if is_postgresql else 0.0
+        url, engine_kwargs = _server_engine_arguments(url, engine_kwargs)
+        server_engine = _make(make, url, engine_kwargs)
+        if reply_timeout_s and isinstance(server_engine, Engine) and url.get_driver_name() == "psycopg":
+            # A server that stays reachable but never replies must not hold a writer forever.
+            from hermes_store.db.reply_watchdog import watch_replies
+
+            watch_replies(server_engine, reply_timeout_s)
+        return server_engine
+    if journal_mode is None and prepare:
+        journal_mode = "wal"
+    path = sqlite_path(url)
+    if path is not None:
+        if prepare:
+            prepare_sqlite_file(path)
+        elif not path.exists():
+            raise DatabaseNotFound(
+                f"no database at {path} (nothing was created); create one with "
+                f"hermes_store.SessionDB({str(path)!r}) or 'hermes-store --db {path} upgrade'"
+            )
+    connect_args = {**sqlite_connect_args, **engine_kwargs.pop("connect_args", {})}
+    engine = _make(make, url, {**engine_kwargs, "connect_args": connect_args})
+    # Only the store's own writers (or an explicit journal_mode) choose the journal mode;
+    # a reader leaves it as it is. An AsyncEngine runs these hooks on its sync engine.
+    sync_engine: Engine = engine if isinstance(engine, Engine) else engine.sync_engine
+    install_sqlite_hooks(sync_engine, path, journal_mode)
+    return engine
 
 
 def is_configured(engine: Engine) -> bool:
@@ -244,26 +303,6 @@ def _connect_args_for_sqlite() -> dict[str, Any]:
     return args
 
 
-def _create_sqlite_engine(
-    url: URL, prepare: bool, journal_mode: JournalMode | None, **engine_kwargs: Any
-) -> Engine:
-    path = sqlite_path(url)
-    if path is not None:
-        if prepare:
-            prepare_sqlite_file(path)
-        elif not path.exists():
-            raise DatabaseNotFound(
-                f"no database at {path} (nothing was created); create one with "
-                f"hermes_store.SessionDB({str(path)!r}) or 'hermes-store --db {path} upgrade'"
-            )
-    connect_args = {**_connect_args_for_sqlite(), **engine_kwargs.pop("connect_args", {})}
-    engine = sa.create_engine(url, connect_args=connect_args, **engine_kwargs)
-    # Only the store's own writers (or an explicit journal_mode) choose the journal mode;
-    # a reader leaves it as it is.
-    install_sqlite_hooks(engine, path, journal_mode)
-    return engine
-
-
 def install_sqlite_hooks(engine: Engine, path: Path | None, journal_mode: JournalMode | None = "wal") -> None:
     """The per-connection pragmas and our own ``BEGIN`` on a SQLite engine.
 
@@ -287,7 +326,7 @@ def _listen_begin(engine: Engine) -> None:
         options = connection.get_execution_options()
         if options.get(NO_BEGIN_OPTION):
             return
-        # SQLAlchemy's documented pysqlite recipe, on the lean execution path (so that
+        # SQLAlchemy's documented pysqlite recipe, through the execution seam (so that
         # events see BEGIN too, at little cost: this runs once per transaction).
         driver_execute(connection, "BEGIN IMMEDIATE" if options.get(_WRITE_OPTION) else "BEGIN", begin=False)
 
@@ -354,34 +393,54 @@ class JournalModeState:
             )
 
 
-def _create_server_engine(url: URL, **engine_kwargs: Any) -> Engine:
-    if url.get_backend_name() == "postgresql" and url.get_driver_name() in ("", "psycopg2"):
+def _server_engine_arguments(url: URL, engine_kwargs: dict[str, Any]) -> tuple[URL, dict[str, Any]]:
+    """The URL and ``create_engine`` arguments for a database server."""
+    if url.get_backend_name() != "postgresql":
+        return url, {"pool_pre_ping": True, **engine_kwargs}
+    if url.get_driver_name() in ("", "psycopg2"):
         # psycopg 3 is the driver we ship an extra for.
         url = url.set(drivername="postgresql+psycopg")
-    reply_timeout_s = 0.0
-    if url.get_backend_name() == "postgresql":
-        # Pool size, pre-ping, recycling, server timeouts, network (docs/postgresql.md).
-        from hermes_store.db.server_options import split_options, statement_timeout_s
+    # Pool size, pre-ping, recycling and server timeouts (docs/postgresql.md).
+    url, engine_kwargs = split_options(url, engine_kwargs)
+    if url.get_driver_name() == "asyncpg":
+        engine_kwargs["connect_args"] = asyncpg_connect_args(engine_kwargs.get("connect_args", {}))
+    return url, engine_kwargs
 
-        if url.get_driver_name() == "psycopg":
-            reply_timeout_s = statement_timeout_s(url, engine_kwargs)
-        url, engine_kwargs = split_options(url, engine_kwargs)
-    else:
-        engine_kwargs.setdefault("pool_pre_ping", True)
+
+_SERVER_SETTING = re.compile(r"-c\s*([A-Za-z_][\w.]*)=(\S+)")
+# libpq connection keywords with an asyncpg equivalent, and those asyncpg has none for
+# (TCP keepalives: asyncpg leaves them to the operating system's defaults).
+_ASYNCPG_KEYWORDS = {"connect_timeout": "timeout"}
+_LIBPQ_ONLY = frozenset({"keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count"})
+
+
+def asyncpg_connect_args(connect_args: dict[str, Any]) -> dict[str, Any]:
+    """libpq-style connect arguments (what :mod:`~hermes_store.db.server_options` makes,
+    for psycopg) in asyncpg's terms: ``options="-c name=value …"`` becomes
+    ``server_settings``, ``connect_timeout`` becomes ``timeout``. An ``options`` part
+    that is not ``-c name=value`` raises ``ValueError`` (asyncpg could not send it)."""
+    translated = {key: value for key, value in connect_args.items() if key not in _LIBPQ_ONLY}
+    options = str(translated.pop("options", "") or "")
+    settings = dict(_SERVER_SETTING.findall(options))
+    if _SERVER_SETTING.sub("", options).strip():
+        raise ValueError(f"asyncpg takes only '-c name=value' server settings in options, not {options!r}")
+    if settings:
+        translated["server_settings"] = {**settings, **translated.get("server_settings", {})}
+    for libpq, asyncpg in _ASYNCPG_KEYWORDS.items():
+        if libpq in translated:
+            translated.setdefault(asyncpg, float(translated.pop(libpq)))
+    return translated
+
+
+def _make(make: Callable[..., E], url: URL, engine_kwargs: dict[str, Any]) -> E:
     try:
-        engine = sa.create_engine(url, **engine_kwargs)
+        return make(url, **engine_kwargs)
     except sa.exc.NoSuchModuleError:
         shown = url.render_as_string(hide_password=True)
         message = f"hermes_store cannot open {shown!r}: unknown driver; {_SUPPORTED_HINT}"
         raise UnsupportedURL(message) from None
     except ImportError as exc:
         raise MissingDriver(_missing_driver_message(url, exc)) from None
-    if reply_timeout_s:
-        # A server that stays reachable but never replies must not hold a writer forever.
-        from hermes_store.db.reply_watchdog import watch_replies
-
-        watch_replies(engine, reply_timeout_s)
-    return engine
 
 
 def _missing_driver_message(url: URL, exc: ImportError) -> str:

@@ -1,11 +1,13 @@
 """The one place hermes_store executes SQL.
 
-Every statement runs through SQLAlchemy's Core :class:`~sqlalchemy.engine.Connection`
-machinery, never on a bare driver cursor, so that whatever listens to the engine sees all
-of it: ``echo=True``, ``before_cursor_execute``/``after_cursor_execute`` listeners (query
-counters, OpenTelemetry) and ``handle_error``. Errors therefore arrive in one family,
-SQLAlchemy's ``DBAPIError`` subclasses, whichever method meets them; the unit of work
-translates the ones that mean something (:mod:`hermes_store.db.sqlite_errors`) once.
+Every statement runs on a SQLAlchemy :class:`~sqlalchemy.engine.Connection` — through its
+public execution whenever anything watches, on that connection's own driver cursor only
+while nothing does — so that whatever listens to the engine sees all of it: ``echo=True``,
+``before_execute``/``after_execute`` and ``before_cursor_execute``/``after_cursor_execute``
+listeners (query counters, OpenTelemetry), ``do_execute`` and ``handle_error``. Errors
+therefore arrive in one family, SQLAlchemy's ``DBAPIError`` subclasses, whichever method
+meets them; the unit of work translates the ones that mean something
+(:mod:`hermes_store.db.sqlite_errors`) once.
 
 Two ways in, chosen per statement:
 
@@ -14,10 +16,20 @@ Two ways in, chosen per statement:
   parameter, and a textual ``SELECT`` is built once per SQL text with its result columns
   declared (learned on its first run), so SQLAlchemy caches its result metadata;
 * every other hand-written statement (the hot path: append, ``get_session``, search,
-  listing, replay, lineage, ``BEGIN``) runs on the *lean path*, :func:`driver_execute`:
-  the steps of :meth:`Connection.exec_driver_sql` — execution context, events, echo, error
-  wrapping — without building a result object, which costs a few microseconds instead of
-  tens. Its SQL is put into the driver's parameter style once, by SQLAlchemy's compiler.
+  listing, replay, lineage, ``BEGIN``) goes to :func:`driver_execute`, with its SQL put
+  into the driver's parameter style once by SQLAlchemy's compiler. While anything
+  watches statements it runs through SQLAlchemy's public execution, so every listener
+  gets what SQLAlchemy gives it: :meth:`Connection.execute` for a ``before_execute``/
+  ``after_execute`` listener, :meth:`Connection.exec_driver_sql` for echo, logging, the
+  cursor events, ``handle_error`` or ``do_execute``. While nothing does, on a bare driver
+  cursor of the same connection, without the result object (a few microseconds instead
+  of tens). Telling the two apart and wrapping the bare cursor's errors as SQLAlchemy does take
+  SQLAlchemy private members, all in :mod:`hermes_store.db.sqlalchemy_private` behind a
+  version and feature guard: where they are missing, every statement takes the public path.
+
+Both statement caches (SQL text → driver form, SQL text → prepared ``SELECT``) are
+bounded, least recently used first out: search builds a new SQL text per query shape,
+so their keys grow with what users type.
 
 Columns named in ``content_keys`` hold message content and are mapped back from the
 backend's storage form by :class:`hermes_store.schema.types.MessageContent`'s result processor.
@@ -26,22 +38,79 @@ backend's storage form by :class:`hermes_store.schema.types.MessageContent`'s re
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from sqlalchemy import Executable, bindparam, column, orm, text
 from sqlalchemy.engine import Connection, CursorResult
-from sqlalchemy.engine.default import DefaultExecutionContext
 from sqlalchemy.sql.elements import TextClause
 
+from hermes_store.db import sqlalchemy_private
+from hermes_store.db.sqlalchemy_private import Route
 from hermes_store.schema.types import MessageContent
 
 Bind = orm.Session | Connection
 _CONTENT = MessageContent()
-_CACHE_LIMIT = 512
+NO_BEGIN_OPTION = "hermes_store_no_begin"
+"""Execution option: leave SQLite in autocommit mode (for VACUUM and checkpoints); the
+SQLite engine's ``begin`` hook (:mod:`hermes_store.db.engine`) then emits no ``BEGIN``."""
+STATEMENT_CACHE_SIZE = 512
+"""Entries each statement cache keeps (the least recently used goes first)."""
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class LRUCache(Generic[K, V]):
+    """A mapping of at most ``capacity`` entries that drops the least recently used.
+
+    Safe to share between threads without a lock: an entry another thread evicted
+    between two steps is simply missing (computed again), never an error.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        """The value for ``key`` (now the most recently used), or ``None``."""
+        value = self._entries.get(key)
+        if value is not None:
+            # Per statement: a plain try costs nothing here, contextlib.suppress ~0.5 µs.
+            try:  # noqa: SIM105
+                self._entries.move_to_end(key)
+            except KeyError:  # evicted by another thread meanwhile; the value still holds
+                pass
+        return value
+
+    def put(self, key: K, value: V) -> None:
+        """Keep ``value`` for ``key``, evicting the least recently used past capacity."""
+        self._entries[key] = value
+        while len(self._entries) > self.capacity:
+            try:
+                self._entries.popitem(last=False)
+            except KeyError:  # emptied by another thread meanwhile
+                break
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        self._entries.clear()
+
+
 _Key = tuple[str, frozenset[str], tuple[str, ...]]
 # SQL text → its statement with declared result columns (filled after the first run).
-_prepared: dict[_Key, Executable] = {}
+_prepared: LRUCache[_Key, Executable] = LRUCache(STATEMENT_CACHE_SIZE)
+# (SQL text, dialect class, paramstyle) → the SQL in the driver's parameter style and the
+# order of its parameters (positional styles) or None (named styles).
+_driver_sql: LRUCache[tuple[str, type, str], tuple[str, tuple[str, ...] | None]] = LRUCache(
+    STATEMENT_CACHE_SIZE
+)
+# SQL text → its TextClause, for the public path.
+_clauses: LRUCache[str, TextClause] = LRUCache(STATEMENT_CACHE_SIZE)
 
 
 def connection_of(db: Bind) -> Connection:
@@ -60,39 +129,36 @@ def run(
     return connection_of(db).execute(statement, params)
 
 
-_driver_sql: dict[tuple[str, type], tuple[str, tuple[str, ...] | None]] = {}
-
-
 def _translated(connection: Connection, sql: str, params: Mapping[str, Any]) -> tuple[str, Any]:
     """``sql`` with named ``:param`` placeholders in the driver's parameter style (done
     once per dialect by SQLAlchemy's compiler) and ``params`` in the matching form."""
     dialect = connection.dialect
-    key = (sql, type(dialect))
+    key = (sql, type(dialect), dialect.paramstyle)
     translated = _driver_sql.get(key)
     if translated is None:
-        compiled = text(sql).compile(dialect=dialect)
-        order = tuple(compiled.positiontup) if compiled.positional and compiled.positiontup else None
-        translated = _driver_sql[key] = (compiled.string, order)
+        compiled = _clause(sql).compile(dialect=dialect)
+        # positiontup: the documented order of a positional style's parameters.
+        order = tuple(compiled.positiontup or ()) if compiled.positional else None
+        translated = (compiled.string, order)
+        _driver_sql.put(key, translated)
     statement, order = translated
     if order is None:
         return statement, dict(params)
     return statement, tuple([params[name] for name in order])
 
 
-def _lean_path_available() -> bool:
-    # The lean path uses the steps SQLAlchemy's own Connection._exec_single_context takes;
-    # a SQLAlchemy without them gets exec_driver_sql instead.
-    return all(
-        hasattr(Connection, name) for name in ("_handle_dbapi_exception", "_log_info", "_has_events")
-    ) and hasattr(DefaultExecutionContext, "_init_statement")
-
-
-_LEAN = _lean_path_available()
+def _clause(sql: str) -> TextClause:
+    """``text(sql)``, parsed once per SQL text (SQLAlchemy's compiled cache keys on it)."""
+    clause = _clauses.get(sql)
+    if clause is None:
+        clause = text(sql)
+        _clauses.put(sql, clause)
+    return clause
 
 
 class DriverResult(NamedTuple):
-    """What a statement on the lean path returned: column names and rows (``None``, ``[]``
-    for a statement that returns no rows)."""
+    """What a statement run by :func:`driver_execute` returned: column names and rows
+    (``None``, ``[]`` for a statement that returns no rows)."""
 
     names: list[str] | None
     rows: list[Any]
@@ -100,42 +166,74 @@ class DriverResult(NamedTuple):
     """The driver cursor's ``lastrowid`` (SQLite: the rowid an ``INSERT`` just assigned)."""
 
 
-def driver_execute(
-    connection: Connection, statement: str, parameters: Any = (), *, begin: bool = True
-) -> DriverResult:
-    """Run ``statement`` (already in the driver's parameter style) on a driver cursor of
-    ``connection`` the way SQLAlchemy's own execution does — the
-    ``before_cursor_execute``/``after_cursor_execute`` events with an execution context,
-    ``echo``, and errors wrapped by the connection (``handle_error``, invalidation on
-    disconnect) — but without building a result object (SQLite: a few microseconds
-    instead of tens). When no listener is set and ``echo`` is off, the execution context
-    is built only if the statement fails (for the error's wrapping).
+_NO_PARAMETERS: Mapping[str, Any] = {}
 
-    ``begin=False`` is for the statement that begins the transaction itself.
+
+def driver_execute(
+    connection: Connection, sql: str, params: Mapping[str, Any] = _NO_PARAMETERS, *, begin: bool = True
+) -> DriverResult:
+    """Run the hand-written ``sql`` (named ``:param`` placeholders, values in the driver's
+    form, no list values) on ``connection``; rows come back as the driver gives them.
+
+    The way depends on who watches (:func:`sqlalchemy_private.route`, per statement):
+    a ``before_execute``/``after_execute`` listener gets :meth:`Connection.execute`
+    (Core, SQLAlchemy's compiled cache: every event fires); echo, logging, a cursor
+    event, ``do_execute`` or ``handle_error`` get :meth:`Connection.exec_driver_sql`;
+    when nothing watches, the statement runs in the driver's parameter style on a bare
+    driver cursor of the same connection, with SQLAlchemy's error wrapping
+    (``DBAPIError`` family, invalidation on disconnect) and no result object.
+
+    ``begin=False`` is for statements outside a transaction: the ``BEGIN`` itself, a WAL
+    checkpoint on the idle write connection.
     """
-    if not _LEAN:
-        result = connection.exec_driver_sql(statement, parameters)
-        if not result.returns_rows:
-            return DriverResult(None, [], result.lastrowid)
-        return DriverResult(list(result.keys()), list(result.fetchall()))
+    route = sqlalchemy_private.route(connection)
+    if route is not Route.BARE_CURSOR:
+        if begin or connection.in_transaction():
+            return _public_execute(connection, route, sql, params)
+        return _public_execute_outside_a_transaction(connection, route, sql, params)
+    statement, parameters = _translated(connection, sql, params)
     if begin and not connection.in_transaction():
         connection.begin()
-    if connection._echo or _watched(connection.dispatch):
-        return _observed_execute(connection, statement, parameters)
-    # Nobody is watching statements: skip building the execution context (most of the
-    # cost of this path) unless the statement fails and its error must be wrapped.
     cursor = None
     try:
         cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
         cursor.execute(statement, parameters)
         return _result(cursor)
     except BaseException as exc:
-        context = None if cursor is None else _context_after_failure(connection, statement, parameters)
-        connection._handle_dbapi_exception(exc, statement, parameters, cursor, context)
-        raise  # not reached: the call above raises the wrapped error
+        sqlalchemy_private.raise_driver_error(connection, exc, statement, parameters, cursor)
     finally:
         if cursor is not None:
             _close_quietly(cursor)
+
+
+def _public_execute(
+    connection: Connection, route: Route, sql: str, params: Mapping[str, Any]
+) -> DriverResult:
+    """:func:`driver_execute` through SQLAlchemy's public execution: Core or driver SQL."""
+    if route is Route.CORE:
+        result = connection.execute(_clause(sql), dict(params))
+    else:
+        result = connection.exec_driver_sql(*_translated(connection, sql, params))
+    if not result.returns_rows:
+        # Only drivers whose dialect reads lastrowid have one (psycopg's cursor has none).
+        lastrowid = result.lastrowid if getattr(connection.dialect, "postfetch_lastrowid", False) else None
+        return DriverResult(None, [], lastrowid)
+    return DriverResult(list(result.keys()), list(result.fetchall()))
+
+
+def _public_execute_outside_a_transaction(
+    connection: Connection, route: Route, sql: str, params: Mapping[str, Any]
+) -> DriverResult:
+    """:func:`_public_execute` for a statement that must run outside a transaction:
+    SQLAlchemy begins one for every execute, so the begin hook is told to emit no
+    ``BEGIN`` and SQLAlchemy's transaction is ended right after (nothing to commit)."""
+    previous = connection.get_execution_options().get(NO_BEGIN_OPTION, False)
+    connection.execution_options(**{NO_BEGIN_OPTION: True})
+    try:
+        return _public_execute(connection, route, sql, params)
+    finally:
+        connection.execution_options(**{NO_BEGIN_OPTION: previous})
+        connection.commit()
 
 
 def _close_quietly(cursor: Any) -> None:
@@ -148,40 +246,6 @@ def _close_quietly(cursor: Any) -> None:
         pass
 
 
-def _context_after_failure(connection: Connection, statement: str, parameters: Any) -> Any:
-    """The execution context for wrapping a failed statement's error, or ``None`` when the
-    connection can no longer give one (a dead server connection refuses a new cursor:
-    SQLAlchemy then wraps the error without a context, as it does for a failed BEGIN)."""
-    try:
-        return _context(connection, statement, parameters)
-    except Exception:
-        return None
-
-
-def _watched(dispatch: Any) -> bool:
-    """Whether any ``before_cursor_execute``/``after_cursor_execute`` listener is set on
-    the connection, its engine or their classes (checked per statement, so a listener
-    added at any time sees the next statement)."""
-    # The joined dispatcher's own truth test: a listener set on one connection upgrades
-    # the collection that test holds, not the one the dispatcher's ``local`` names.
-    return bool(dispatch.before_cursor_execute) or bool(dispatch.after_cursor_execute)
-
-
-def _context(connection: Connection, statement: str, parameters: Any) -> Any:
-    """The execution context ``exec_driver_sql`` would build for ``statement``."""
-    dialect = connection.dialect
-    # The dialect's own context class, as exec_driver_sql builds it.
-    context: Any = dialect.execution_ctx_cls._init_statement(
-        dialect,
-        connection,
-        connection.connection,
-        connection.get_execution_options(),
-        statement,
-        [parameters],
-    )
-    return context
-
-
 def _result(cursor: Any) -> DriverResult:
     description = cursor.description
     if description is None:
@@ -189,40 +253,16 @@ def _result(cursor: Any) -> DriverResult:
     return DriverResult([column[0] for column in description], list(cursor.fetchall()))
 
 
-def _observed_execute(connection: Connection, statement: str, parameters: Any) -> DriverResult:
-    """:func:`driver_execute` with listeners or echo: the steps of SQLAlchemy's own
-    execution, with an execution context the listeners receive."""
-    context = _context(connection, statement, parameters)
-    cursor = context.cursor
-    dispatch = connection.dispatch
-    try:
-        for listener in dispatch.before_cursor_execute:
-            statement, parameters = listener(connection, cursor, statement, parameters, context, False)
-        if connection._echo:
-            connection._log_info(statement)
-            connection._log_info("[driver SQL] %r", parameters)
-        connection.dialect.do_execute(cursor, statement, parameters, context)
-        dispatch.after_cursor_execute(connection, cursor, statement, parameters, context, False)
-        return _result(cursor)
-    except BaseException as exc:
-        connection._handle_dbapi_exception(exc, statement, parameters, cursor, context)
-        raise  # not reached: the call above raises the wrapped error
-    finally:
-        cursor.close()
-
-
 def run_driver_sql(db: Bind, sql: str, params: Mapping[str, Any]) -> list[Any]:
     """Run a short hand-written statement (named ``:param`` placeholders, no list values,
-    values already in the driver's form) on the lean path of :func:`driver_execute`.
+    values already in the driver's form) through :func:`driver_execute`.
     For the hot path of writes; returns the rows, if the statement returns any."""
     return driver_sql_result(db, sql, params).rows
 
 
 def driver_sql_result(db: Bind, sql: str, params: Mapping[str, Any]) -> DriverResult:
     """:func:`run_driver_sql`, returning the whole :class:`DriverResult` (``lastrowid``)."""
-    connection = connection_of(db)
-    statement, parameters = _translated(connection, sql, params)
-    return driver_execute(connection, statement, parameters)
+    return driver_execute(connection_of(db), sql, params)
 
 
 def _expanding(sql: str, values: Mapping[str, Any]) -> frozenset[str]:
@@ -259,9 +299,7 @@ def _execute_text(
         # Positional columns: SQLAlchemy then caches the result metadata with the
         # compiled statement instead of merging it with the cursor description per run.
         declared = [column(name, _CONTENT) if name in content else column(name) for name in result.keys()]  # noqa: SIM118
-        if len(_prepared) >= _CACHE_LIMIT:
-            _prepared.clear()  # a bounded cache; dynamic SQL (search filters) varies a little
-        _prepared[key] = first.columns(*declared)
+        _prepared.put(key, first.columns(*declared))
     return result
 
 
@@ -271,12 +309,11 @@ def _fetch(
     values = params or {}
     if _expanding(sql, values):
         # An IN list: SQLAlchemy's expanding parameters, through Core.
-        result = _execute_text(db, sql, values, content)
-        return list(result.keys()), list(result.fetchall())
+        expanded = _execute_text(db, sql, values, content)
+        return list(expanded.keys()), list(expanded.fetchall())
     connection = connection_of(db)
-    statement, parameters = _translated(connection, sql, values)
-    lean = driver_execute(connection, statement, parameters)
-    names, rows = lean.names or [], lean.rows
+    result = driver_execute(connection, sql, values)
+    names, rows = result.names or [], result.rows
     if content:
         to_python = _CONTENT.result_processor(connection.dialect, None)
         if to_python is not None:  # what the column type's result processing would do
@@ -298,7 +335,7 @@ def fetch_dicts(
 
     ``content_keys`` name columns holding message content, mapped back from the
     backend's storage form by :class:`hermes_store.schema.types.MessageContent`'s result
-    processor. Statements without a list run on the lean path (:func:`driver_execute`).
+    processor. Statements without a list run through :func:`driver_execute`.
     """
     names, rows = _fetch(db, sql, params, tuple(content_keys))
     return [dict(zip(names, row, strict=True)) for row in rows]

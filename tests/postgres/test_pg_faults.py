@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from hermes_store import ServerUnavailable, SessionDB, StoreError, StoreTimeout
-from hermes_store.db import execution
+from hermes_store.db import sqlalchemy_private
 
 
 def _admin(pg_url: str) -> sa.Engine:
@@ -119,7 +119,7 @@ def test_connection_lost_during_commit_is_reported_as_unknown_and_never_retried(
 def _kill_write_backend(store: SessionDB, admin: sa.Engine) -> None:
     write_connection = store._uow._write_connection
     assert write_connection is not None
-    assert not execution._watched(write_connection.dispatch)  # the context-free statement path
+    assert sqlalchemy_private.route(write_connection) is sqlalchemy_private.Route.BARE_CURSOR
     pid = write_connection.connection.driver_connection.info.backend_pid  # type: ignore[union-attr]
     with admin.connect() as connection:
         assert connection.exec_driver_sql(f"SELECT pg_terminate_backend({pid}, 5000)").scalar()

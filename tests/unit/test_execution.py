@@ -11,7 +11,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection
 
 from hermes_store import SessionDB
-from hermes_store.db import execution
+from hermes_store.db import execution, sqlalchemy_private
 
 
 @pytest.fixture
@@ -66,12 +66,12 @@ def test_a_list_outside_in_is_one_parameter(store: SessionDB, connection: Connec
     assert rows == [("s1",), ("s2",)]
 
 
-@pytest.mark.parametrize("lean", [True, False])
-def test_driver_sql_runs_with_and_without_the_lean_path(
-    store: SessionDB, monkeypatch: pytest.MonkeyPatch, lean: bool
+@pytest.mark.parametrize("private", [True, False])
+def test_driver_sql_runs_with_and_without_sqlalchemys_private_members(
+    store: SessionDB, monkeypatch: pytest.MonkeyPatch, private: bool
 ) -> None:
-    """Without the SQLAlchemy internals the lean path uses, exec_driver_sql does the same."""
-    monkeypatch.setattr(execution, "_LEAN", lean)
+    """Without the SQLAlchemy internals the bare-cursor path uses, exec_driver_sql does the same."""
+    monkeypatch.setattr(sqlalchemy_private, "AVAILABLE", private)
     seen = _count_statements(store)
     new_id = store.append_message("s1", "assistant", "again")
     assert store.get_messages("s1")[-1]["id"] == new_id
@@ -132,10 +132,10 @@ def test_the_fast_path_wraps_driver_errors_like_sqlalchemy(connection: Connectio
 
 def test_a_listener_on_one_connection_sees_its_statements(store: SessionDB) -> None:
     with store._uow.read_connection() as conn:
-        assert execution._watched(conn.dispatch) is False
+        assert sqlalchemy_private.route(conn) is sqlalchemy_private.Route.BARE_CURSOR
         seen: list[str] = []
         event.listen(conn, "before_cursor_execute", lambda *args: seen.append(args[2]))
-        assert execution._watched(conn.dispatch) is True
+        assert sqlalchemy_private.route(conn) is sqlalchemy_private.Route.DRIVER_SQL
         execution.fetch_tuples(conn, "SELECT id FROM sessions WHERE id = :id", {"id": "s1"})
         assert any("FROM sessions" in statement for statement in seen)
 
@@ -147,22 +147,115 @@ def test_a_statement_on_a_closed_driver_connection_raises_sqlalchemys_error(stor
     try:
         connection.connection.dbapi_connection.close()  # type: ignore[union-attr]
         with pytest.raises(exc.ProgrammingError, match="closed"):
-            execution.driver_execute(connection, "SELECT 1", (), begin=False)
+            execution.driver_execute(connection, "SELECT 1", begin=False)
     finally:
         connection.invalidate()
         connection.close()
     assert store.message_count() == 4  # the store itself is unaffected
 
 
-def test_a_failed_statement_is_wrapped_even_when_no_context_can_be_built(
-    connection: Connection, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A dead server connection refuses the cursor the context needs: the error is then
-    wrapped without one, never replaced by the second failure."""
+def test_execute_events_and_do_execute_see_every_statement_of_an_append(store: SessionDB) -> None:
+    """A listener on before_execute/after_execute (or the dialect's do_execute) sends the
+    hand-written SQL through Connection.execute, which fires them all, in order."""
+    seen: list[tuple[str, str]] = []
 
-    def refuse(*args: Any) -> None:
-        raise RuntimeError("the connection is closed")
+    def before(conn: Any, statement: Any, *rest: Any) -> None:
+        seen.append(("before", str(statement).split()[0]))
 
-    monkeypatch.setattr(execution, "_context", refuse)
+    def after(conn: Any, statement: Any, *rest: Any) -> None:
+        seen.append(("after", str(statement).split()[0]))
+
+    def do_execute(cursor: Any, statement: str, parameters: Any, context: Any) -> None:
+        seen.append(("do_execute", statement.split()[0]))  # returns None: the dialect still runs it
+
+    event.listen(store.engine, "before_execute", before)
+    event.listen(store.engine, "after_execute", after)
+    store.append_message("s1", "user", "seen by the execute events")
+    event.remove(store.engine, "before_execute", before)
+    event.remove(store.engine, "after_execute", after)
+    event.listen(store.engine, "do_execute", do_execute)
+    store.append_message("s1", "user", "seen by do_execute")
+    event.remove(store.engine, "do_execute", do_execute)
+    store.append_message("s1", "user", "seen by nobody")
+    assert seen == [
+        ("before", "BEGIN"),
+        ("after", "BEGIN"),
+        ("before", "INSERT"),
+        ("after", "INSERT"),
+        ("before", "UPDATE"),
+        ("after", "UPDATE"),
+        ("do_execute", "BEGIN"),
+        ("do_execute", "INSERT"),
+        ("do_execute", "UPDATE"),
+    ]
+    assert [m["content"] for m in store.get_messages("s1")][-3:] == [
+        "seen by the execute events",
+        "seen by do_execute",
+        "seen by nobody",
+    ]
+
+
+def test_a_handle_error_listener_gets_the_execution_context(store: SessionDB, connection: Connection) -> None:
+    contexts: list[Any] = []
+    event.listen(store.engine, "handle_error", lambda ctx: contexts.append(ctx.execution_context))
     with pytest.raises(exc.OperationalError, match="no such table"):
-        execution.driver_execute(connection, "SELECT * FROM missing_table")
+        execution.run_driver_sql(connection, "SELECT * FROM missing_table WHERE id = :id", {"id": 1})
+    assert len(contexts) == 1 and contexts[0] is not None
+    assert "missing_table" in contexts[0].statement
+
+
+def test_echo_logs_every_driver_statement(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    with SessionDB(tmp_path / "echo.db", echo=True) as db:
+        db.create_session("s", "cli")
+        with caplog.at_level(logging.INFO, logger="sqlalchemy.engine"):
+            db.append_message("s", "user", "logged")
+    logged = [record.getMessage() for record in caplog.records]
+    assert any(line.startswith("INSERT INTO messages") for line in logged), logged
+    assert any(line.startswith("UPDATE sessions") for line in logged), logged
+
+
+@pytest.mark.parametrize(
+    ("version", "checked"),
+    [
+        ("2.0.44", True),
+        ("2.1.9", True),
+        ("2.1.0b1", True),
+        ("2.2.0", False),
+        ("3.0.0", False),
+        ("1.4.54", False),
+    ],
+)
+def test_private_members_are_used_only_on_checked_releases(version: str, checked: bool) -> None:
+    assert sqlalchemy_private.supported(version) is checked
+
+
+def test_the_installed_sqlalchemy_uses_the_bare_cursor_path() -> None:
+    """CI runs this on the lowest and the newest SQLAlchemy pyproject allows: both must
+    keep the fast path (a silent fallback would cost every append ~30 µs)."""
+    import sqlalchemy
+
+    assert sqlalchemy_private.AVAILABLE, f"SQLAlchemy {sqlalchemy.__version__} lost the fast path"
+
+
+def test_the_driver_sql_cache_stays_bounded_however_many_query_shapes(connection: Connection) -> None:
+    """Each search query shape is a new SQL text: the cache keeps the most recent ones,
+    and a statement in constant use stays in it."""
+    for index in range(700):  # more shapes than the cache holds (512)
+        sql = f"SELECT id FROM sessions WHERE id = :id AND {index} = {index}"
+        assert execution.fetch_tuples(connection, sql, {"id": "s1"}) == [("s1",)]
+        if index % 50 == 0:
+            execution.fetch_tuples(connection, LEAN_SQL, {"a": "s0", "b": "s2"})
+    assert len(execution._driver_sql) <= 512
+    dialect = connection.dialect
+    assert execution._driver_sql.get((LEAN_SQL, type(dialect), dialect.paramstyle)) is not None
+
+
+def test_lru_cache_evicts_the_least_recently_used() -> None:
+    cache: execution.LRUCache[str, int] = execution.LRUCache(2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.get("a") == 1  # now the most recently used
+    cache.put("c", 3)
+    assert (cache.get("a"), cache.get("b"), cache.get("c"), len(cache)) == (1, None, 3, 2)

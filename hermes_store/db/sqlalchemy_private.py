@@ -1,0 +1,112 @@
+"""Every use of a SQLAlchemy private member in hermes_store, behind one guard.
+
+The execution seam (:mod:`hermes_store.db.execution`) runs a hand-written statement on a
+bare driver cursor when nothing watches statements, and through the public
+:meth:`Connection.exec_driver_sql` when anything does. The bare cursor saves about 10 µs
+a statement (30 µs an append, measured: docs/benchmarks.md, "The execution seam"). Two
+things SQLAlchemy does not offer publicly make that safe:
+
+* **Is anything watching?** ``Connection._echo`` (echo or the ``sqlalchemy.engine``
+  logger at INFO), ``Dialect._has_events`` and the truth value of the listener
+  collections on ``connection.dispatch`` (joined over the connection, its engine and
+  their classes) and ``dialect.dispatch``, for every event SQLAlchemy's execution fires.
+  When any is set, the seam takes a public path (:class:`Route`), so listeners get
+  exactly what SQLAlchemy gives them.
+* **Wrapping a failed statement's error** as SQLAlchemy does: ``Connection.
+  _handle_dbapi_exception`` turns a driver error into SQLAlchemy's ``DBAPIError`` family
+  and invalidates the connection on a disconnect (the unit of work then retries on a new
+  one). It is called without an execution context, as SQLAlchemy itself does for errors
+  raised before one exists; no ``handle_error`` listener can be set on this path (see
+  above), so nothing sees the missing context.
+
+Checked against SQLAlchemy 2.0.44 (the lowest pyproject.toml allows) and 2.1.9 (the
+newest); ``.ci/run`` runs the seam's tests on both ends. On a SQLAlchemy outside
+:data:`CHECKED_RANGE`, or one without these members, :data:`AVAILABLE` is false and every
+statement takes the public path: slower, never wrong.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, NoReturn
+
+import sqlalchemy
+from sqlalchemy.engine import Connection
+from sqlalchemy.engine.events import ConnectionEvents, DialectEvents
+
+CHECKED_RANGE = ((2, 0), (2, 1))
+"""The SQLAlchemy releases (major, minor) whose internals this module was checked against."""
+
+# The events Connection.exec_driver_sql fires for one statement, on the connection's
+# dispatcher and on its dialect's. A listener on any of them sends statements to the
+# public path.
+_CONNECTION_EVENTS = ("before_execute", "after_execute", "before_cursor_execute", "after_cursor_execute")
+_DIALECT_EVENTS = ("do_execute", "do_execute_no_params", "handle_error")
+
+
+def _release(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+
+
+def supported(version: str) -> bool:
+    """Whether SQLAlchemy ``version`` is one this module's private members were checked on."""
+    return _release(version) in CHECKED_RANGE
+
+
+def _members_present() -> bool:
+    # A feature test besides the version check: a patch release that renamed one of
+    # them must fall back to the public path, not fail with AttributeError.
+    return (
+        callable(getattr(Connection, "_handle_dbapi_exception", None))
+        and all(hasattr(ConnectionEvents, name) for name in _CONNECTION_EVENTS)
+        and all(hasattr(DialectEvents, name) for name in _DIALECT_EVENTS)
+    )
+
+
+AVAILABLE = supported(sqlalchemy.__version__) and _members_present()
+"""Whether the seam may run statements on a bare driver cursor when nothing watches."""
+
+
+class Route(enum.Enum):
+    """How the seam runs a hand-written statement, given who watches it."""
+
+    BARE_CURSOR = "bare cursor"
+    """Nothing watches: the driver's cursor, no execution context, no result object."""
+    DRIVER_SQL = "exec_driver_sql"
+    """Echo, logging or a cursor, ``do_execute`` or ``handle_error`` listener:
+    :meth:`Connection.exec_driver_sql`, which shows the statement to all of them."""
+    CORE = "execute"
+    """A ``before_execute``/``after_execute`` listener (which ``exec_driver_sql`` does not
+    fire), or a SQLAlchemy this module was not checked on: :meth:`Connection.execute`,
+    which fires every event."""
+
+
+def route(connection: Connection) -> Route:
+    """Which way the next statement on ``connection`` goes (checked per statement, so a
+    listener added at any time sees the next one)."""
+    if not AVAILABLE:
+        return Route.CORE
+    # The joined dispatcher's own truth test: a listener set on one connection upgrades
+    # the collection that test holds, not the one the dispatcher's ``local`` names.
+    dispatch: Any = connection.dispatch
+    if dispatch.before_execute or dispatch.after_execute:
+        return Route.CORE
+    if getattr(connection, "_echo", True) or dispatch.before_cursor_execute or dispatch.after_cursor_execute:
+        return Route.DRIVER_SQL
+    dialect: Any = connection.dialect
+    # _has_events first: one attribute instead of three collections on the common path.
+    if getattr(dialect, "_has_events", True) and (
+        dialect.dispatch.do_execute or dialect.dispatch.do_execute_no_params or dialect.dispatch.handle_error
+    ):
+        return Route.DRIVER_SQL
+    return Route.BARE_CURSOR
+
+
+def raise_driver_error(
+    connection: Connection, error: BaseException, statement: str, parameters: Any, cursor: Any
+) -> NoReturn:
+    """Raise ``error`` (raised by the driver running ``statement``) as SQLAlchemy would:
+    wrapped in its ``DBAPIError`` family, the connection invalidated on a disconnect, the
+    cursor closed. Exit exceptions (``KeyboardInterrupt``, cancellation) pass unwrapped."""
+    connection._handle_dbapi_exception(error, statement, parameters, cursor, None)
