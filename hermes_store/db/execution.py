@@ -315,3 +315,51 @@ def scalar_text(db: Bind, statement: Executable) -> str | None:
     """The first column of the first row of ``statement`` (a text column), or ``None``."""
     value = run(db, statement).scalar()
     return None if value is None else str(value)
+
+
+def copy_rows(
+    connection: Connection, statement: str, rows: Iterable[Sequence[Any]], *, types: Sequence[str] = ()
+) -> int:
+    """Stream ``rows`` into ``COPY … FROM STDIN`` (``statement``) on ``connection``'s
+    psycopg 3 connection, inside the connection's transaction; returns how many rows.
+
+    The rows do not pass through SQLAlchemy at all: they travel as the COPY protocol's
+    data messages, written by psycopg's ``Copy`` object, and SQLAlchemy's cursor events
+    only fire around the ``execute``/``executemany`` calls SQLAlchemy makes itself. So
+    the statement is made visible here the way :func:`driver_execute` does it: the
+    ``before_cursor_execute``/``after_cursor_execute`` listeners receive it once (with no
+    parameters), ``echo`` logs it and then the number of rows sent, and driver errors are
+    wrapped by the connection (``handle_error``, invalidation on disconnect). ``types``
+    (PostgreSQL type names, one per column) are needed for ``FORMAT BINARY`` only.
+    """
+    if not connection.in_transaction():
+        connection.begin()
+    context = _context(connection, statement, ()) if _LEAN else None
+    # The cursor of SQLAlchemy's execution context when there is one (listeners get it);
+    # otherwise one of the driver connection, reached through SQLAlchemy's public API.
+    cursor = context.cursor if context is not None else connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    dispatch = connection.dispatch
+    try:
+        if context is not None:
+            for listener in dispatch.before_cursor_execute:
+                statement, _ = listener(connection, cursor, statement, (), context, False)
+        if connection._echo:
+            connection._log_info(statement)
+        count = 0
+        with cursor.copy(statement) as copy:
+            if types:
+                copy.set_types(list(types))
+            write = copy.write_row
+            for row in rows:
+                write(row)
+                count += 1
+        if connection._echo:
+            connection._log_info("[COPY] %d rows", count)
+        if context is not None:
+            dispatch.after_cursor_execute(connection, cursor, statement, (), context, False)
+        return count
+    except BaseException as exc:
+        connection._handle_dbapi_exception(exc, statement, (), cursor, context)
+        raise  # not reached: the call above raises the wrapped error
+    finally:
+        _close_quietly(cursor)
