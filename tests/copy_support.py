@@ -21,11 +21,38 @@ from sqlalchemy.engine import Engine
 from hermes_store import SessionDB
 from hermes_store.schema.models import Base, Message, Session, StateMeta
 
-WORDS = (
-    "deploy pipeline container kubernetes gateway retries timeout upstream database migration "
-    "telegram session summary compression branch ancestor tokens invoice ledger quartz marble "
-    "harbour lantern meadow orchard saffron tundra velvet walnut zephyr"
-).split()
+WORDS = [
+    "deploy",
+    "pipeline",
+    "container",
+    "kubernetes",
+    "gateway",
+    "retries",
+    "timeout",
+    "upstream",
+    "database",
+    "migration",
+    "telegram",
+    "session",
+    "summary",
+    "compression",
+    "branch",
+    "ancestor",
+    "tokens",
+    "invoice",
+    "ledger",
+    "quartz",
+    "marble",
+    "harbour",
+    "lantern",
+    "meadow",
+    "orchard",
+    "saffron",
+    "tundra",
+    "velvet",
+    "walnut",
+    "zephyr",
+]
 
 
 def fill_store(path: Path, sessions: int, per_session: int) -> int:
@@ -52,13 +79,32 @@ def fill_store(path: Path, sessions: int, per_session: int) -> int:
             if m % 9 == 5:
                 content = "\x00json:" + json.dumps([{"type": "text", "text": f"{word} picture"}])
             message_rows.append(
-                (next_id, session_id, "user" if m % 2 == 0 else "assistant", content, calls,
-                 "terminal" if calls else None, started + m * 1.0625, m + 1)
+                (
+                    next_id,
+                    session_id,
+                    "user" if m % 2 == 0 else "assistant",
+                    content,
+                    calls,
+                    "terminal" if calls else None,
+                    started + m * 1.0625,
+                    m + 1,
+                )
             )
             next_id += 1
         session_rows.append(
-            (session_id, "cli" if s % 4 else "telegram", parent, started, started + per_session * 2.0,
-             per_session, tool_calls, 10 * s, 3 * s, 0.000123 * s, f"Title {s}" if s % 2 else None)
+            (
+                session_id,
+                "cli" if s % 4 else "telegram",
+                parent,
+                started,
+                started + per_session * 2.0,
+                per_session,
+                tool_calls,
+                10 * s,
+                3 * s,
+                0.000123 * s,
+                f"Title {s}" if s % 2 else None,
+            )
         )
     with closing(sqlite3.connect(path)) as connection, connection:
         connection.executemany(

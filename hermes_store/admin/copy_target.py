@@ -158,6 +158,8 @@ def _record_start(db: orm.Session | Connection, fingerprint: dict[str, Any]) -> 
 
 
 def _meta_upsert(db: orm.Session | Connection, rows: Sequence[Sequence[Any]]) -> None:
+    if not rows:
+        return  # an executemany of nothing would be a one-row INSERT … DEFAULT VALUES
     statement = backend_for(db).insert(StateMeta.__table__)
     statement = statement.on_conflict_do_update(
         index_elements=["key"], set_={"value": statement.excluded["value"]}
