@@ -198,11 +198,7 @@ def copy_store(
             meta = fetch_tuples(db, "SELECT key, value FROM state_meta ORDER BY key")
         writer.upsert_meta(meta)
         progress("metadata", len(meta), len(meta))
-        pending = writer.pending()
-        for index, (name, statement) in enumerate(pending):
-            progress("indexes", index, len(pending))
-            writer.restore(name, statement)
-        progress("indexes", len(pending), len(pending))
+        writer.restore(writer.pending(), progress)
         writer.complete()
         verification: Verification = verify_copy(source, target, progress)
         writer.forget()
