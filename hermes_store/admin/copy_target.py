@@ -308,8 +308,10 @@ class PostgresCopyWriter:
             statement = f"COPY {self._quote(table)} ({', '.join(self._quote(n) for n in names)}) FROM STDIN"
             types: list[str] = []
             if self.binary:
-                found = dict(run(self.connection, text(_COLUMN_TYPES), {"table": table}).tuples())
-                types = [str(found[name]) for name in names]
+                with self.connection.begin():
+                    catalog = run(self.connection, text(_COLUMN_TYPES), {"table": table})
+                    found = {str(n): str(t) for n, t in catalog}
+                types = [found[name] for name in names]
                 statement += " (FORMAT BINARY)"
             self._statements[table] = (statement, types)
         return self._statements[table]
