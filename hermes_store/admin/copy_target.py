@@ -259,7 +259,14 @@ class PostgresCopyWriter:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
-        self.connection.close()  # the session-level advisory lock goes with it
+        # A pooled connection keeps its session-level locks when it goes back to the pool.
+        try:
+            if self.connection.in_transaction():
+                self.connection.rollback()
+            with self.connection.begin():
+                run(self.connection, text(f"SELECT pg_advisory_unlock({_COPY_LOCK_KEY})"))
+        finally:
+            self.connection.close()
 
     def _lock(self) -> None:
         """Hold the target's copy lock for the whole copy: one copy writes at a time."""

@@ -114,3 +114,19 @@ def test_parents_come_before_their_children() -> None:
         parents_first([_session("c", "gone")])
     with pytest.raises(CopyRefused, match="name each other as parents"):
         parents_first([_session("a", "b"), _session("b", "a")])
+
+
+def test_verification_finds_a_target_whose_search_index_lacks_rows(tmp_path: Path) -> None:
+    from hermes_store.admin.copy_verify import sample_words, verify_copy
+    from hermes_store.domain.progress import ignore_progress
+    from hermes_store.errors import CopyMismatch
+
+    source_path, target_path = tmp_path / "source.db", tmp_path / "target.db"
+    fill_store(source_path, 3, 10)
+    source, target = create_engine(source_path), create_engine(target_path)
+    copy_store(source, target)
+    (_, message_id), *_ = sample_words(source)
+    with closing(sqlite3.connect(target_path)) as connection, connection:
+        connection.execute("DELETE FROM messages_fts WHERE rowid = ?", (message_id,))
+    with pytest.raises(CopyMismatch, match="search indexes are incomplete"):
+        verify_copy(source, target, ignore_progress)
