@@ -265,6 +265,10 @@ class PostgresCopyWriter:
                 self.connection.rollback()
             with self.connection.begin():
                 run(self.connection, text(f"SELECT pg_advisory_unlock({_COPY_LOCK_KEY})"))
+        except Exception:
+            # A broken connection must not hide the error that ended the copy: drop it
+            # from the pool instead, and the server ends the lock with its session.
+            self.connection.invalidate()
         finally:
             self.connection.close()
 
