@@ -124,3 +124,14 @@ class StoreTimeout(StoreError):
             f"{setting} exceeded while {operation}: {detail}; the transaction was rolled back — "
             f"retry, or raise {setting} (docs/postgresql.md)"
         )
+
+
+class CopyRefused(StoreError):
+    """``hermes-store copy`` will not write into this target: it already holds sessions or
+    messages, it holds an interrupted copy and ``--resume`` was not given, or the source
+    has changed since the interrupted copy began."""
+
+
+class CopyMismatch(StoreError):
+    """A copy finished, but the target does not match the source (counts, per-session
+    counters or a search); the source was probably written to during the copy."""

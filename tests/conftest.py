@@ -137,7 +137,7 @@ def pg_url(pg_admin_url: str) -> Iterator[str]:
 
 POSTGRES_ONLY_MODULES = (
     "*/hermes_store/schema/types.py",
-    "*/hermes_store/admin/transfer.py",
+    "*/hermes_store/admin/copy_target.py",
     "*/hermes_store/search/postgres.py",
     "*/hermes_store/db/backends/postgresql.py",
 )

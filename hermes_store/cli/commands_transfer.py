@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
@@ -17,8 +18,9 @@ from hermes_store.admin.session_files import (
     output_stream,
     read_records,
 )
+from hermes_store.admin.transfer import BATCH_ROWS
 from hermes_store.cli.export_formats import FORMATS, format_for, write_records
-from hermes_store.cli.output import console, echo_json, fmt_int, progress_bar
+from hermes_store.cli.output import console, echo_json, fmt_int, progress_bar, step_progress
 from hermes_store.cli.resolve import complete_session, resolve_session
 from hermes_store.cli.target import StoreTarget, pass_target
 
@@ -131,32 +133,54 @@ def import_(target: StoreTarget, file: str, skip_existing: bool, batch_size: int
 @click.command("copy")
 @click.argument("source_url", metavar="SOURCE_URL")
 @click.argument("target_url", metavar="TARGET_URL")
+@click.option("--resume", is_flag=True, help="Continue an interrupted copy into TARGET_URL.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1),
+    default=BATCH_ROWS,
+    show_default=True,
+    help="Rows per batch (one COPY or insert, one transaction).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
-def copy(source_url: str, target_url: str, as_json: bool) -> None:
-    """Copy a whole store to another backend (SQLite ⇄ PostgreSQL), verifying counts.
+def copy(source_url: str, target_url: str, resume: bool, batch_size: int, as_json: bool) -> None:
+    """Copy a whole store into an empty one (SQLite ⇄ PostgreSQL), then verify it.
 
-    SOURCE_URL and TARGET_URL are SQLAlchemy URLs or SQLite paths. Rows are streamed in
-    batches as upserts, so an interrupted copy can simply be run again.
+    SOURCE_URL and TARGET_URL are SQLAlchemy URLs or SQLite paths. A PostgreSQL target is
+    loaded with COPY in committed batches; --resume continues a copy that was
+    interrupted. A target that already holds sessions or messages is refused.
     """
     from hermes_store.admin.transfer import copy_store
     from hermes_store.db.engine import create_engine
 
     source = create_engine(source_url)
     target = create_engine(target_url, prepare=True)
+    started = time.perf_counter()
     try:
-        with progress_bar("Copying", None, unit_text="rows") as progress:
-            task = progress.tasks[0].id
-            report = copy_store(source, target, lambda _table, rows: progress.advance(task, rows))
+        with step_progress() as progress:
+            report = copy_store(source, target, progress, resume=resume, batch_rows=batch_size)
     finally:
         source.dispose()
         target.dispose()
-    summary = {"sessions": report.sessions, "messages": report.messages, "meta": report.meta}
+    seconds = time.perf_counter() - started
+    rate = report.messages / seconds if seconds > 0 else 0.0
     if as_json:
-        echo_json(summary)
+        echo_json(
+            {
+                "sessions": report.sessions,
+                "messages": report.messages,
+                "meta": report.meta,
+                "resumed_after_message_id": report.resumed_after,
+                "verified_searches": list(report.searched),
+                "seconds": round(seconds, 3),
+                "messages_per_second": round(rate, 1),
+            }
+        )
         return
+    resumed = "" if report.resumed_after is None else f" (resumed after message {report.resumed_after})"
     console().print(
         f"Copied {fmt_int(report.sessions)} session(s), {fmt_int(report.messages)} message(s) and "
-        f"{fmt_int(report.meta)} metadata row(s); counts verified"
+        f"{fmt_int(report.meta)} metadata row(s) in {seconds:.1f} s ({fmt_int(rate)} messages/s){resumed}; "
+        f"verified counts, per-session counters and {len(report.searched)} search(es)"
     )
 
 

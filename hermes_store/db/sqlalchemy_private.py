@@ -19,6 +19,10 @@ things SQLAlchemy does not offer publicly make that safe:
   raised before one exists; no ``handle_error`` listener can be set on this path (see
   above), so nothing sees the missing context.
 
+* **Showing a COPY** (:func:`announce_copy`): psycopg's ``COPY … FROM STDIN`` cannot run
+  through SQLAlchemy, so the statement is handed to the cursor listeners and to echo
+  (``Connection._log_info``) by hand, once per batch.
+
 Checked against SQLAlchemy 2.0.44 (the lowest pyproject.toml allows) and 2.1.9 (the
 newest); ``.ci/run`` runs the seam's tests on both ends. On a SQLAlchemy outside
 :data:`CHECKED_RANGE`, or one without these members, :data:`AVAILABLE` is false and every
@@ -110,3 +114,28 @@ def raise_driver_error(
     wrapped in its ``DBAPIError`` family, the connection invalidated on a disconnect, the
     cursor closed. Exit exceptions (``KeyboardInterrupt``, cancellation) pass unwrapped."""
     connection._handle_dbapi_exception(error, statement, parameters, cursor, None)
+
+
+def announce_copy(
+    connection: Connection, cursor: Any, statement: str, *, rows_sent: int | None = None
+) -> str:
+    """Show a ``COPY … FROM STDIN`` statement, which SQLAlchemy cannot run itself, to what
+    watches ``connection``: before it runs (``rows_sent=None``) the
+    ``before_cursor_execute`` listeners (which may rewrite it: the statement to run is
+    returned) and echo; after it, echo of the row count and ``after_cursor_execute``.
+    There is no execution context: listeners get ``None`` for it. On a SQLAlchemy this
+    module was not checked against, nothing is shown (the copy itself still runs)."""
+    if not AVAILABLE:
+        return statement
+    dispatch: Any = connection.dispatch
+    echo = bool(getattr(connection, "_echo", False))
+    if rows_sent is None:
+        for listener in dispatch.before_cursor_execute:
+            statement, _ = listener(connection, cursor, statement, (), None, False)
+        if echo:
+            connection._log_info(statement)
+        return statement
+    if echo:
+        connection._log_info("[COPY] %d rows", rows_sent)
+    dispatch.after_cursor_execute(connection, cursor, statement, (), None, False)
+    return statement

@@ -1,15 +1,13 @@
-"""SessionDB on PostgreSQL: search translation, encodings, counters under concurrency, copy."""
+"""SessionDB on PostgreSQL: search translation, encodings, counters under concurrency
+(the copy is in test_pg_copy.py)."""
 
 from __future__ import annotations
 
-import json
 import multiprocessing
-from pathlib import Path
 
 import pytest
 
-from hermes_store import SessionDB, create_engine
-from hermes_store.admin.transfer import copy_store
+from hermes_store import SessionDB
 from hermes_store.search.postgres import substring_snippet, tsquery_sql
 
 
@@ -108,51 +106,3 @@ def test_concurrent_appends_keep_counters_exact(pg_url: str) -> None:
     assert row["message_count"] == 160
     assert row["tool_call_count"] == 320
     db.close()
-
-
-def test_copy_sqlite_to_postgresql_and_back_gives_identical_exports(pg_url: str, tmp_path: Path) -> None:
-    source = SessionDB(tmp_path / "source.db")
-    source.create_session("root", "cli", model="m", model_config={"temperature": 0.2})
-    source.create_session("child", "cli", parent_session_id="root")
-    source.set_session_title("root", "Root title")
-    for i in range(30):
-        source.append_message("root" if i % 2 else "child", "user", f"message {i} 中文")
-    source.append_message("child", "user", [{"type": "text", "text": "multimodal"}])
-    source.update_token_counts("root", input_tokens=7, estimated_cost_usd=0.25)
-    source.set_meta("last_auto_prune", "123.5")
-    first = copy_store(create_engine(tmp_path / "source.db"), create_engine(pg_url))
-    again = copy_store(create_engine(tmp_path / "source.db"), create_engine(pg_url))
-    assert first == again
-    assert (first.sessions, first.messages, first.meta) == (2, 31, 1)
-    copy_store(create_engine(pg_url), create_engine(tmp_path / "back.db", prepare=True))
-    back = SessionDB(tmp_path / "back.db")
-
-    def dump(db: SessionDB) -> str:
-        return json.dumps(db.export_all(), sort_keys=True, default=str)
-
-    assert dump(back) == dump(source)
-    assert back.get_meta("last_auto_prune") == "123.5"
-    on_pg = SessionDB(url=pg_url)
-    new_id = on_pg.append_message("root", "user", "after the copy")
-    assert new_id == 32
-    for db in (source, back, on_pg):
-        db.close()
-
-
-def test_copy_command_moves_a_store_and_is_rerunnable(pg_url: str, tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from hermes_store.cli import cli
-
-    source = SessionDB(tmp_path / "state.db")
-    source.create_session("s", "cli")
-    source.append_message("s", "user", "copied by the command")
-    source.close()
-    runner = CliRunner()
-    for _ in range(2):
-        result = runner.invoke(cli, ["copy", str(tmp_path / "state.db"), pg_url, "--json"])
-        assert result.exit_code == 0, result.output
-        assert json.loads(result.output) == {"sessions": 1, "messages": 1, "meta": 0}
-    on_pg = SessionDB(url=pg_url)
-    assert [m["content"] for m in on_pg.get_messages("s")] == ["copied by the command"]
-    on_pg.close()

@@ -1,0 +1,132 @@
+"""``hermes-store copy`` between SQLite files: exact, refuses a non-empty target, resumes.
+
+The PostgreSQL side (COPY, deferred indexes, a SIGKILL mid-copy) is in
+``tests/postgres/test_pg_copy.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from click.testing import Result
+from copy_support import assert_same_store, fill_store
+
+from hermes_store.admin.transfer import copy_store, parents_first
+from hermes_store.db.engine import create_engine
+from hermes_store.errors import CopyRefused
+
+Invoke = Callable[..., Result]
+
+
+def _tables(path: Path) -> set[str]:
+    with closing(sqlite3.connect(path)) as connection:
+        return {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def test_copy_into_an_empty_sqlite_file_is_exact_and_searchable(
+    invoke: Invoke, seeded_db: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "copy.db"
+    summary = json.loads(invoke("copy", str(seeded_db), str(target), "--json", raw=True).output)
+    assert (summary["sessions"], summary["messages"], summary["meta"]) == (8, 17, 0)
+    assert summary["resumed_after_message_id"] is None
+    assert summary["verified_searches"]
+    assert_same_store(create_engine(seeded_db), create_engine(target))
+    assert "hermes_copy_state" not in _tables(target)
+    hits = json.loads(invoke("search", "docker", "--json", db=target).output)
+    assert hits
+
+
+def test_copy_refuses_a_target_that_holds_sessions(invoke: Invoke, seeded_db: Path, tmp_path: Path) -> None:
+    target = tmp_path / "other.db"
+    fill_store(target, 2, 3)
+    before = target.read_bytes()
+    result = invoke("copy", str(seeded_db), str(target), status=1, raw=True)
+    assert result.output.strip().splitlines() == [
+        "Error: the target already holds 2 session(s) and 6 message(s); copy only into an empty store"
+    ]
+    assert target.read_bytes() == before
+
+
+class _Interrupt(Exception):
+    """Raised by the test's progress function to stop a copy between two batches."""
+
+
+def test_an_interrupted_copy_is_refused_without_resume_and_finished_with_it(tmp_path: Path) -> None:
+    source_path, target_path = tmp_path / "source.db", tmp_path / "target.db"
+    fill_store(source_path, 12, 10)
+    source, target = create_engine(source_path), create_engine(target_path)
+
+    def stop_after_three_batches(step: str, done: int, total: int | None) -> None:
+        if step == "messages" and done >= 30:
+            raise _Interrupt
+
+    with pytest.raises(_Interrupt):
+        copy_store(source, target, stop_after_three_batches, batch_rows=10)
+    with closing(sqlite3.connect(target_path)) as connection:
+        assert connection.execute("SELECT COUNT(*), MAX(id) FROM messages").fetchone() == (30, 30)
+    with pytest.raises(CopyRefused, match=r"interrupted copy .* --resume"):
+        copy_store(source, target)
+    report = copy_store(source, target, resume=True, batch_rows=10)
+    assert (report.sessions, report.messages, report.resumed_after) == (12, 120, 30)
+    assert_same_store(source, target)
+    assert "hermes_copy_state" not in _tables(target_path)
+
+
+def test_resume_refuses_a_source_that_changed(tmp_path: Path) -> None:
+    source_path, target_path = tmp_path / "source.db", tmp_path / "target.db"
+    fill_store(source_path, 4, 10)
+    source, target = create_engine(source_path), create_engine(target_path)
+
+    def stop(step: str, done: int, total: int | None) -> None:
+        if step == "messages" and done:
+            raise _Interrupt
+
+    with pytest.raises(_Interrupt):
+        copy_store(source, target, stop, batch_rows=10)
+    with closing(sqlite3.connect(source_path)) as connection, connection:
+        connection.execute("DELETE FROM messages WHERE id = 40")
+    with pytest.raises(CopyRefused, match="source has changed"):
+        copy_store(source, target, resume=True)
+
+
+def test_resume_of_a_store_that_was_not_a_copy_is_refused(seeded_db: Path, tmp_path: Path) -> None:
+    target = tmp_path / "other.db"
+    fill_store(target, 1, 1)
+    with pytest.raises(CopyRefused, match="no interrupted copy in it to resume"):
+        copy_store(create_engine(seeded_db), create_engine(target), resume=True)
+
+
+def _session(session_id: str, parent: str | None) -> tuple[object, ...]:
+    # Rows in model column order: id, source, user_id, model, model_config, system_prompt, parent.
+    return (session_id, "cli", None, None, None, None, parent)
+
+
+def test_parents_come_before_their_children() -> None:
+    rows = [_session("c", "b"), _session("b", "a"), _session("x", None), _session("a", None)]
+    assert [row[0] for row in parents_first(rows)] == ["x", "a", "b", "c"]
+    with pytest.raises(CopyRefused, match="names parent 'gone'"):
+        parents_first([_session("c", "gone")])
+    with pytest.raises(CopyRefused, match="name each other as parents"):
+        parents_first([_session("a", "b"), _session("b", "a")])
+
+
+def test_verification_finds_a_target_whose_search_index_lacks_rows(tmp_path: Path) -> None:
+    from hermes_store.admin.copy_verify import sample_words, verify_copy
+    from hermes_store.domain.progress import ignore_progress
+    from hermes_store.errors import CopyMismatch
+
+    source_path, target_path = tmp_path / "source.db", tmp_path / "target.db"
+    fill_store(source_path, 3, 10)
+    source, target = create_engine(source_path), create_engine(target_path)
+    copy_store(source, target)
+    (_, message_id), *_ = sample_words(source)
+    with closing(sqlite3.connect(target_path)) as connection, connection:
+        connection.execute("DELETE FROM messages_fts WHERE rowid = ?", (message_id,))
+    with pytest.raises(CopyMismatch, match="search indexes are incomplete"):
+        verify_copy(source, target, ignore_progress)

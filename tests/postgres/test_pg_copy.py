@@ -1,0 +1,190 @@
+"""``hermes-store copy`` into and out of PostgreSQL: COPY, exactness, refusal, SIGKILL + resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from copy_support import assert_same_store, fill_store
+
+import hermes_store
+from hermes_store import SessionDB
+from hermes_store.admin.transfer import copy_store
+from hermes_store.db.engine import create_engine
+from hermes_store.errors import CopyRefused
+
+_CATALOG = """
+    SELECT 'index ' || indexname || ': ' || indexdef FROM pg_indexes
+    WHERE tablename IN ('sessions', 'messages')
+    UNION ALL
+    SELECT 'constraint ' || conname || ': ' || pg_get_constraintdef(oid) FROM pg_constraint
+    WHERE conrelid IN ('sessions'::regclass, 'messages'::regclass)
+    UNION ALL
+    SELECT 'table ' || tablename FROM pg_tables WHERE schemaname = 'public'
+    ORDER BY 1
+"""
+
+
+def _catalog(url: str) -> list[str]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return [str(line) for line in connection.exec_driver_sql(_CATALOG).scalars()]
+    finally:
+        engine.dispose()
+
+
+def _scalar(url: str, sql: str) -> Any:
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            return connection.exec_driver_sql(sql).scalar()
+    finally:
+        engine.dispose()
+
+
+def test_copy_sqlite_to_postgresql_and_back_is_exact(pg_url: str, tmp_path: Path) -> None:
+    source = SessionDB(tmp_path / "source.db")
+    source.create_session("root", "cli", model="m", model_config={"temperature": 0.2})
+    source.create_session("child", "cli", parent_session_id="root")
+    source.set_session_title("root", "Root title")
+    for i in range(30):
+        source.append_message("root" if i % 2 else "child", "user", f"message {i} 中文")
+    source.append_message("child", "user", [{"type": "text", "text": "multimodal"}])
+    source.update_token_counts("root", input_tokens=7, estimated_cost_usd=0.25)
+    source.set_meta("last_auto_prune", "123.5")
+    hermes_store.upgrade(pg_url)
+    schema = _catalog(pg_url)
+
+    report = copy_store(create_engine(tmp_path / "source.db"), create_engine(pg_url), batch_rows=7)
+    assert (report.sessions, report.messages, report.meta) == (2, 31, 1)
+    assert report.searched
+    assert_same_store(create_engine(tmp_path / "source.db"), create_engine(pg_url))
+    # Every index and constraint set aside for the load is back, and the bookkeeping is gone.
+    assert _catalog(pg_url) == schema
+
+    back = tmp_path / "back.db"
+    copy_store(create_engine(pg_url), create_engine(back))
+    assert_same_store(create_engine(tmp_path / "source.db"), create_engine(back))
+    on_back = SessionDB(back)
+
+    def dump(db: SessionDB) -> str:
+        return json.dumps(db.export_all(), sort_keys=True, default=str)
+
+    assert dump(on_back) == dump(source)
+    on_pg = SessionDB(url=pg_url)
+    assert on_pg.append_message("root", "user", "after the copy") == 32  # the sequence moved on
+    for db in (source, on_back, on_pg):
+        db.close()
+
+
+def test_copy_refuses_a_postgresql_target_that_holds_messages(pg_url: str, tmp_path: Path) -> None:
+    fill_store(tmp_path / "source.db", 2, 2)
+    with SessionDB(url=pg_url) as db:
+        db.create_session("already-here", "cli")
+        db.append_message("already-here", "user", "hello")
+    with pytest.raises(CopyRefused, match=r"already holds 1 session\(s\) and 1 message\(s\)"):
+        copy_store(create_engine(tmp_path / "source.db"), create_engine(pg_url))
+    assert _scalar(pg_url, "SELECT COUNT(*) FROM messages") == 1
+    assert _scalar(pg_url, "SELECT to_regclass('hermes_copy_state') IS NULL") is True
+
+
+def test_cursor_events_see_one_copy_statement_per_batch(pg_url: str, tmp_path: Path) -> None:
+    fill_store(tmp_path / "source.db", 3, 10)
+    target = create_engine(pg_url)
+    seen: list[str] = []
+    sa.event.listen(target, "before_cursor_execute", lambda _c, _cur, statement, *_: seen.append(statement))
+    copy_store(create_engine(tmp_path / "source.db"), target, batch_rows=8)
+    copies = [statement for statement in seen if statement.startswith("COPY")]
+    # Sessions: one batch of 3; messages: 30 in batches of 8.
+    assert [statement.split(" ", 2)[1] for statement in copies] == ["sessions"] + ["messages"] * 4
+
+
+def test_copy_command_refuses_a_second_copy_in_one_line(pg_url: str, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from hermes_store.cli import cli
+
+    fill_store(tmp_path / "state.db", 1, 1)
+    runner = CliRunner()
+    first = runner.invoke(cli, ["copy", str(tmp_path / "state.db"), pg_url, "--json"])
+    assert first.exit_code == 0, first.output
+    summary = json.loads(first.output)
+    assert (summary["sessions"], summary["messages"], summary["meta"]) == (1, 1, 1)
+    second = runner.invoke(cli, ["copy", str(tmp_path / "state.db"), pg_url])
+    assert second.exit_code == 1
+    assert second.output.strip().splitlines() == [
+        "Error: the target already holds 1 session(s) and 1 message(s); copy only into an empty store"
+    ]
+
+
+def _copy_command(source: Path, url: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "hermes_store.cli", "copy", str(source), url, "--batch-size", "20", *extra]
+
+
+@pytest.mark.serial
+def test_sigkill_mid_copy_then_resume_gives_the_source(pg_url: str, tmp_path: Path) -> None:
+    source = tmp_path / "source.db"
+    total = fill_store(source, 30, 40)
+    env = {key: value for key, value in os.environ.items() if key != "HERMES_STORE_URL"}
+    copying = subprocess.Popen(
+        _copy_command(source, pg_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    # Kill it once three batches of messages are committed in the target (never after a sleep).
+    engine = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
+    committed = 0
+    deadline = time.monotonic() + 120
+    try:
+        while committed < 3 * 20 and time.monotonic() < deadline and copying.poll() is None:
+            with engine.connect() as connection:
+                if connection.exec_driver_sql("SELECT to_regclass('messages')").scalar():
+                    committed = int(connection.exec_driver_sql("SELECT COUNT(*) FROM messages").scalar_one())
+        copying.send_signal(signal.SIGKILL)
+        copying.communicate(timeout=30)
+    finally:
+        engine.dispose()
+    assert copying.returncode == -signal.SIGKILL
+    left = int(_scalar(pg_url, "SELECT COUNT(*) FROM messages"))
+    assert 3 * 20 <= left < total, "the copy was killed with every message committed; nothing to resume"
+
+    with pytest.raises(CopyRefused, match="holds an interrupted copy"):
+        copy_store(create_engine(source), create_engine(pg_url))  # without --resume
+
+    resumed = subprocess.run(
+        _copy_command(source, pg_url, "--resume", "--json"),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads(resumed.stdout)
+    assert summary["messages"] == total
+    assert summary["resumed_after_message_id"] == left  # ids 1…N, so the count is the last id
+    assert_same_store(create_engine(source), create_engine(pg_url))
+    assert _scalar(pg_url, "SELECT to_regclass('hermes_copy_state') IS NULL") is True
+    fresh = sa.make_url(pg_url)
+    assert _catalog(pg_url) == _catalog_of_a_fresh_store(fresh)
+
+
+def _catalog_of_a_fresh_store(url: sa.URL) -> list[str]:
+    name = f"{url.database}_fresh"
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    try:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        fresh = url.set(database=name).render_as_string(hide_password=False)
+        hermes_store.upgrade(fresh)
+        return _catalog(fresh)
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
