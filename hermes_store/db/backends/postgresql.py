@@ -20,7 +20,8 @@ from sqlalchemy.types import TypeEngine
 
 from hermes_store.schema.types import POSTGRES_CONTENT_SENTINEL, SQLITE_CONTENT_SENTINEL
 
-_MIGRATION_LOCK_KEY = 8675309011
+MIGRATION_LOCK_KEY = 8675309011
+"""The advisory lock every migrator of a PostgreSQL database takes first."""
 
 
 def content_to_storage(value: Any) -> Any:
@@ -113,7 +114,7 @@ class PostgreSQLBackend:
         """
         connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
         connection.exec_driver_sql("SET LOCAL lock_timeout = 0")
-        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
 
     def checkpoint(self, connection: Connection) -> None:
         """Nothing: the server checkpoints on its own."""
