@@ -62,7 +62,13 @@ def test_squawk_passes_the_offline_sql_of_every_postgresql_revision(tmp_path: Pa
         assert "alembic_version" in script and "SET lock_timeout" in script, revision
         (tmp_path / f"{revision}.sql").write_text(script)
     result = subprocess.run(
-        [squawk, "--reporter", "gcc", f"--pg-version={PG_VERSION}", *sorted(map(str, tmp_path.glob("*.sql")))],
+        [
+            squawk,
+            "--reporter",
+            "gcc",
+            f"--pg-version={PG_VERSION}",
+            *sorted(map(str, tmp_path.glob("*.sql"))),
+        ],
         capture_output=True,
         text=True,
         check=False,
