@@ -29,10 +29,12 @@ import sqlalchemy as sa
 from pg_catalog import MIGRATOR, alembic, alembic_command, catalog
 from support import REPO_ROOT
 
+from hermes_store.schema.migration_ops import BATCH_ROWS
+
 pytestmark = pytest.mark.postgres
 
-ROWS = 30_000
-"""Six backfill batches of 5,000 (``migration_ops.BATCH_ROWS``): the last one is blocked."""
+ROWS = 6 * BATCH_ROWS
+"""Six backfill batches (``migration_ops.BATCH_ROWS``): the last one is blocked."""
 
 FILL = (
     "INSERT INTO sessions (id, source, started_at, message_count, tool_call_count, input_tokens, "
@@ -186,7 +188,9 @@ def test_killed_during_the_backfill_resumes_at_the_first_missing_row(
     holder = _engine(url).connect()
     holder.exec_driver_sql(f"SELECT id FROM messages WHERE id = {ROWS} FOR UPDATE").all()
     _wait_for(
-        lambda: _scalar(url, "SELECT count(*) FROM messages WHERE search_vector IS NOT NULL") == ROWS - 5_000,
+        lambda: (
+            _scalar(url, "SELECT count(*) FROM messages WHERE search_vector IS NOT NULL") == ROWS - BATCH_ROWS
+        ),
         "every batch but the blocked last one",
     )
     _wait_for(lambda: "UPDATE messages SET search_vector" in _migrator_query(url), "the blocked batch")
