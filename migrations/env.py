@@ -235,9 +235,11 @@ def run_migrations_online() -> None:
             with context.begin_transaction():
                 context.run_migrations()
         finally:
-            if server and not connection.closed and not connection.invalidated:
-                connection.exec_driver_sql(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})")
-                connection.commit()
+            if server and not connection.invalidated:
+                # Ending the session releases the advisory lock and the migration's
+                # settings (lock timeout, application name), which must not reach the
+                # caller's pool.
+                connection.invalidate()
 
 
 if context.is_offline_mode():
