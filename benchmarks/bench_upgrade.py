@@ -431,6 +431,7 @@ def run_pg_online(
         ]
         time.sleep(3.0)  # both probes connected and calling
         load_before = os.getloadavg()
+        upgrade_wall = time.time()
         started = time.perf_counter()
         result = subprocess.run(
             [sys.executable, "-m", "hermes_store.cli", "--url", url, "upgrade"],
@@ -457,7 +458,10 @@ def run_pg_online(
             # Every call from 3 s before the upgrade to 1 s after it.
             samples = json.loads((work / role).read_text())
             latencies = [sample[1] for sample in samples]
+            slowest = sorted(samples, key=lambda sample: sample[1], reverse=True)[:5]
             figures[role] = {
+                # When the slowest calls started, in seconds after the upgrade did.
+                "slowest": [[round(s[0] - s[1] - upgrade_wall, 1), round(s[1] * 1e3)] for s in slowest],
                 "calls": len(latencies),
                 "errors": sum(1 for sample in samples if sample[2]),
                 "max_ms": round(max(latencies) * 1e3, 1),

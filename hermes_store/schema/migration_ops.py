@@ -334,11 +334,23 @@ def backfill(step: str, table: str, assignment: str, missing: str, batch_rows: i
     start = low = int(first)
     report = progress_fn()
     update = sa.text(f"UPDATE {table} SET {assignment} WHERE id >= :low AND id < :high AND {missing}")
+    clean = sa.text(_CLEAN_GIN_PENDING.format(table=table))
     while low <= last:
         bounds = {"low": low, "high": low + batch_rows}
         with_lock_retry(partial(bind.execute, update, bounds), f"{step} batch at id {low}")
+        bind.execute(clean)
         low += batch_rows
         report(step, min(low, last + 1) - start, last + 1 - start)
+
+
+_CLEAN_GIN_PENDING = (
+    # Each updated row is queued in every GIN index's pending list; whoever inserts when a
+    # list passes gin_pending_list_limit merges it into the index, which takes seconds. The
+    # migrator merges after every batch, so a writer of the running release never has to.
+    "SELECT count(gin_clean_pending_list(i.indexrelid)) FROM pg_index i "
+    "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
+    "WHERE i.indrelid = '{table}'::regclass AND a.amname = 'gin' AND i.indisvalid"
+)
 
 
 def _backfill_do_block(table: str, assignment: str, missing: str, batch_rows: int) -> str:
@@ -350,6 +362,7 @@ BEGIN
     SELECT min(id), max(id) INTO low, last FROM {table} WHERE {missing};
     WHILE low <= last LOOP
         UPDATE {table} SET {assignment} WHERE id >= low AND id < low + {batch_rows} AND {missing};
+        PERFORM {_CLEAN_GIN_PENDING.format(table=table).removeprefix("SELECT ")};
         COMMIT;
         low := low + {batch_rows};
     END LOOP;
