@@ -238,3 +238,20 @@ def second_pg_url(pg_admin_url: str) -> object:
 
     with scratch_database(pg_admin_url, prefix="hermes_t") as url:
         yield url
+
+
+def test_hermes_store_upgrade_shows_the_backfill_and_keeps_stdout_plain(pg_url: str) -> None:
+    from click.testing import CliRunner
+
+    from hermes_store.cli import cli
+
+    _at_0011_with_rows(pg_url)
+    runner = CliRunner(
+        env={"HERMES_STORE_URL": None, "HERMES_HOME": None, "NO_COLOR": None, "COLUMNS": "120"}
+    )
+    # FORCE_COLOR makes rich treat stderr as a terminal.
+    result = runner.invoke(cli, ["--url", pg_url, "upgrade"], env={"FORCE_COLOR": "1"})
+    assert result.exit_code == 0, result.output
+    assert "upgrade 0011 -> 0012" in result.stderr and "search vectors" in result.stderr
+    assert "\x1b[" not in result.stdout and "→ 0013 (head)" in result.stdout
+    assert _objects(pg_url)["vectors"] == 2
