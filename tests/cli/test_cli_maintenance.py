@@ -52,7 +52,7 @@ def test_info_human(invoke: Invoke) -> None:
         "Messages",
     ):
         assert label in output
-    assert "0012 (head)" in output
+    assert "0013 (head)" in output
 
 
 def test_info_does_not_upgrade_a_legacy_database(invoke: Invoke, legacy_v5: Path) -> None:
