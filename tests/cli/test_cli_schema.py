@@ -93,5 +93,5 @@ def test_history(invoke: Invoke, tmp_path: Path) -> None:
     assert "0013" in output and "current, head" in output
     # Without a database the list is still shown, and no file is created.
     missing = tmp_path / "missing.db"
-    assert len(json.loads(invoke("history", "--json", db=missing).output)) == 12
+    assert len(json.loads(invoke("history", "--json", db=missing).output)) == 13
     assert not missing.exists()
