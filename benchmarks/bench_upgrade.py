@@ -41,6 +41,7 @@ from typing import Any
 from benchmarks.config import RunConfig
 from benchmarks.datasets import Dataset, bulk_copy, remove_db
 from benchmarks.report import Figure, Target
+from benchmarks.timing import percentile
 
 __all__ = ["V9_DDL", "baseline_upgrade", "build_legacy_v9", "run"]
 
@@ -332,3 +333,168 @@ def run(cfg: RunConfig, dataset: Dataset, work_dir: Path, log: Callable[[str], N
             )
         )
     return figures
+
+
+# --- PostgreSQL: 0011 -> head online, with the running release probing beside it ----------
+#
+#     python -m benchmarks.bench_upgrade --pg-url postgresql+psycopg://postgres@127.0.0.1/postgres \
+#         --messages 1000000
+#
+# A scratch database (created and dropped here) is filled at revision 0011 by COPY
+# (benchmarks.pg_bulk_load), then `hermes-store upgrade` takes it to head while two probe
+# processes of the running release call the store every 50 ms: a reader (get_messages of a
+# random session) and a writer (append_message). Each call's latency is a stall the service
+# would see; the longest and the p99 are reported with the upgrade's wall time and the load
+# average. Targets: no call over 1 s, p99 under 200 ms.
+
+PROBE_INTERVAL_S = 0.05
+STALL_MAX_S = 1.0
+PROBE_P99_MAX_S = 0.2
+
+
+def probe(url: str, role: str, out_path: str, stop_path: str) -> None:
+    """One probe of the running release: a call every 50 ms until ``stop_path`` exists.
+
+    The running release opened its store before the upgrade began, so the probe opens
+    the store without the open-time schema check (which would migrate the database itself).
+    """
+    import random
+    import time
+
+    import hermes_store.api.session_db as session_db_module
+
+    session_db_module.ensure_schema = lambda engine, *args, **kwargs: None  # type: ignore[assignment]
+    db = session_db_module.SessionDB(url=url)
+    with db.engine.connect() as connection:
+        session_ids = list(connection.exec_driver_sql("SELECT id FROM sessions LIMIT 2000").scalars())
+    if role == "writer":
+        db.create_session(f"probe-{os.getpid()}", "probe")
+    samples: list[tuple[float, float, str]] = []
+    while not os.path.exists(stop_path):
+        started = time.perf_counter()
+        error = ""
+        try:
+            if role == "reader":
+                db.get_messages(random.choice(session_ids))
+            else:
+                db.append_message(f"probe-{os.getpid()}", "user", "probe message written during the upgrade")
+        except Exception as exc:  # a failed call is a stall too: recorded, not fatal
+            error = type(exc).__name__
+        elapsed = time.perf_counter() - started
+        samples.append((time.time(), elapsed, error))
+        time.sleep(max(0.0, PROBE_INTERVAL_S - elapsed))
+    db.close()
+    Path(out_path).write_text(json.dumps(samples))
+
+
+def run_pg_online(
+    admin_url: str, messages: int, cache: Path, log: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """Load ``messages`` at 0011 into a scratch database, upgrade it online with probes running."""
+    import time
+    import uuid
+
+    import sqlalchemy as sa
+
+    from benchmarks.datasets import DatasetSpec
+    from benchmarks.pg_bulk_load import load_postgres
+
+    spec = DatasetSpec(max(1, (messages - 500) // 20) + 1, 20, 500, 7)
+    source = cache / f"source-{spec.key}.db"
+    if not source.exists():
+        from benchmarks.datasets import build_source
+
+        log(f"generating {spec.message_total:,} messages -> {source}")
+        build_source(spec, source)
+    admin = sa.make_url(admin_url)
+    name = f"hermes_bench_upgrade_{uuid.uuid4().hex[:8]}"
+    admin_engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
+    with admin_engine.connect() as connection:
+        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    url = admin.set(database=name).render_as_string(hide_password=False)
+    try:
+        log(f"loading {spec.message_total:,} messages at 0011 into {name}")
+        load_postgres(url, source, log=log, upgrade_from="0011", then_upgrade=False)
+        work = Path(tempfile.mkdtemp(prefix="bench-upgrade-"))
+        stop = work / "stop"
+        probes = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    f"from benchmarks.bench_upgrade import probe; "
+                    f"probe({url!r}, {role!r}, {str(work / role)!r}, {str(stop)!r})",
+                ],
+                cwd=REPO_ROOT,
+            )
+            for role in ("reader", "writer")
+        ]
+        time.sleep(3.0)  # both probes connected and calling
+        load_before = os.getloadavg()
+        upgrade_wall = time.time()
+        started = time.perf_counter()
+        result = subprocess.run(
+            [sys.executable, "-m", "hermes_store.cli", "--url", url, "upgrade"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        upgrade_s = time.perf_counter() - started
+        load_after = os.getloadavg()
+        time.sleep(1.0)
+        stop.touch()
+        for process in probes:
+            process.wait(timeout=60)
+        if result.returncode != 0:
+            raise RuntimeError(f"upgrade failed: {result.stderr}")
+        figures: dict[str, Any] = {
+            "messages": spec.message_total,
+            "upgrade_s": round(upgrade_s, 1),
+            "load_before": [round(x, 2) for x in load_before],
+            "load_after": [round(x, 2) for x in load_after],
+        }
+        for role in ("reader", "writer"):
+            # Every call from 3 s before the upgrade to 1 s after it.
+            samples = json.loads((work / role).read_text())
+            latencies = [sample[1] for sample in samples]
+            slowest = sorted(samples, key=lambda sample: sample[1], reverse=True)[:5]
+            figures[role] = {
+                # When the slowest calls started, in seconds after the upgrade did.
+                "slowest": [[round(s[0] - s[1] - upgrade_wall, 1), round(s[1] * 1e3)] for s in slowest],
+                "calls": len(latencies),
+                "errors": sum(1 for sample in samples if sample[2]),
+                "max_ms": round(max(latencies) * 1e3, 1),
+                "p99_ms": round(percentile(latencies, 99) * 1e3, 1),
+                "p50_ms": round(percentile(latencies, 50) * 1e3, 1),
+            }
+        shutil.rmtree(work, ignore_errors=True)
+        return figures
+    finally:
+        with admin_engine.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin_engine.dispose()
+
+
+def main() -> None:
+    """``python -m benchmarks.bench_upgrade --pg-url … --messages N``: the online upgrade figures."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pg-url", required=True, help="a server on which a scratch database may be created")
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--cache", type=Path, default=Path("bench-results"))
+    args = parser.parse_args()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    figures = run_pg_online(args.pg_url, args.messages, args.cache)
+    print(json.dumps(figures, indent=2))
+    worst = max(figures[role]["max_ms"] for role in ("reader", "writer"))
+    p99 = max(figures[role]["p99_ms"] for role in ("reader", "writer"))
+    print(
+        f"longest stall {worst:.0f} ms (target {STALL_MAX_S * 1e3:.0f}), p99 {p99:.0f} ms "
+        f"(target {PROBE_P99_MAX_S * 1e3:.0f})"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -7,12 +7,14 @@ minutes. The usual bulk-load recipe, with the store's own schema:
 2. the GIN indexes of ``messages`` are dropped, their definitions kept as the server
    reports them (``pg_indexes``), so no DDL is repeated here;
 3. ``COPY`` of every session and message of the source file (:mod:`benchmarks.datasets`),
-   ids included (the generated ``search_vector`` is computed as rows arrive), and the
+   ids included (the trigger computes ``search_vector`` as rows arrive), and the
    message id sequence moved past them;
 4. the GIN indexes are rebuilt from their definitions, then ``VACUUM (ANALYZE)``.
 
 ``upgrade_from`` (``"0011"``) instead loads the rows into a store at that revision and
-times the upgrade to head over them: what an existing deployment's upgrade costs.
+times the upgrade to head over them: what an existing deployment's upgrade costs
+(``then_upgrade=False`` leaves it at that revision, for a benchmark that upgrades it
+itself: ``benchmarks.bench_upgrade``'s online upgrade with probes).
 """
 
 from __future__ import annotations
@@ -56,7 +58,11 @@ def _gin_indexes(cursor: Any) -> list[tuple[str, str]]:
 
 
 def load_postgres(
-    url: str, source_path: Path, log: Callable[[str], None] = print, upgrade_from: str | None = None
+    url: str,
+    source_path: Path,
+    log: Callable[[str], None] = print,
+    upgrade_from: str | None = None,
+    then_upgrade: bool = True,
 ) -> dict[str, float]:
     """Create the store at ``url`` and fill it from ``source_path``; return phase timings (s)."""
     import hermes_store
@@ -76,12 +82,18 @@ def load_postgres(
         started = time.perf_counter()
         with closing(sqlite3.connect(source_path)) as source:
             sessions = _copy_table(
-                source, cursor, "sessions", SESSION_COLUMNS,
+                source,
+                cursor,
+                "sessions",
+                SESSION_COLUMNS,
                 f"SELECT {SESSION_COLUMNS} FROM src_sessions ORDER BY idx",
             )
             log(f"    COPY sessions: {sessions:,} rows")
             messages = _copy_table(
-                source, cursor, "messages", MESSAGE_COLUMNS,
+                source,
+                cursor,
+                "messages",
+                MESSAGE_COLUMNS,
                 f"SELECT {MESSAGE_COLUMNS} FROM src_messages ORDER BY id",
             )
             log(f"    COPY messages: {messages:,} rows")
@@ -98,7 +110,7 @@ def load_postgres(
         timings["GIN index builds"] = time.perf_counter() - started
     finally:
         raw.close()
-    if upgrade_from is not None:
+    if upgrade_from is not None and then_upgrade:
         started = time.perf_counter()
         hermes_store.upgrade(url)
         timings[f"upgrade {upgrade_from} -> head over the rows"] = time.perf_counter() - started

@@ -147,5 +147,5 @@ def test_installed_wheel_upgrades_a_new_database_to_head_outside_the_checkout(
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert Path(report["package"]).is_relative_to(target)
     assert Path(report["migrations"]).is_relative_to(target)
-    assert report["revision"] == [["0012"]]
+    assert report["revision"] == [["0013"]]
     assert report["schema_version"] == [[11]]

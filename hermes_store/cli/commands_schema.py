@@ -2,9 +2,12 @@
 
 They open a bare engine (never the self-migrating ``SessionDB``) and drive
 :mod:`hermes_store.schema.migrate`, so legacy upstream databases are adopted exactly as on a
-normal open, and the whole upgrade still runs in one write transaction. Alembic's
-"Running upgrade 0010 -> 0011" log records drive the progress bar; while one revision
-backfills a large index the bar's spinner and clock keep moving.
+normal open. On SQLite the whole upgrade runs in one write transaction; on PostgreSQL it
+runs online, step by step (``docs/postgresql.md``, "Online migrations"). The progress
+display (:func:`~hermes_store.cli.output.step_progress`) has a line per revision (from
+Alembic's "Running upgrade 0010 -> 0011" records) and one per long step inside it: batch
+backfills (rows done of total) and concurrent index builds (blocks, then tuples, from
+``pg_stat_progress_create_index``).
 """
 
 from __future__ import annotations
@@ -15,18 +18,17 @@ from contextlib import contextmanager
 from typing import Any
 
 import click
-from rich.progress import Progress
 from rich.table import Table
 from sqlalchemy import orm
 from sqlalchemy.engine import Engine
 
 from hermes_store.cli.errors import CliError
-from hermes_store.cli.output import console, echo_json, fmt_int, progress_bar
+from hermes_store.cli.output import console, echo_json, fmt_int, step_progress
 from hermes_store.cli.target import StoreTarget, pass_target
+from hermes_store.domain.progress import ProgressFn
 from hermes_store.repository import facts
 from hermes_store.schema import migrate
 from hermes_store.schema import revisions as script_history
-from hermes_store.schema.legacy import HEAD_VERSION
 from hermes_store.schema.migrate import SchemaState, read_schema_state
 
 _ALEMBIC_RUNTIME_LOGGER = "alembic.runtime.migration"
@@ -41,54 +43,37 @@ def _describe_state(state: SchemaState) -> str:
     return f"{state.revision}{marker}"
 
 
-def _position(state: SchemaState) -> int:
-    """How many of our revisions the database has (0 = none)."""
-    known = script_history.history().revisions
-    if state.revision in known:
-        return known.index(state.revision) + 1
-    if state.revision is None and state.legacy_version is not None:
-        # A legacy file is adopted at the version it claims (if ragged, a few more steps run).
-        return max(0, min(state.legacy_version, HEAD_VERSION))
-    return 0
-
-
-def _estimate_steps(state: SchemaState, target: str, upward: bool) -> int | None:
-    known = script_history.history().revisions
-    name = known[-1] if target == "head" else target
-    if name == "base":
-        goal = 0
-    elif name in known:
-        goal = known.index(name) + 1
-    else:
-        return None
-    here = _position(state)
-    return max(0, goal - here) if upward else max(0, here - goal)
-
-
 class _StepTracker(logging.Handler):
-    """Advances the progress bar on each "Running upgrade A -> B" record from Alembic."""
+    """Gives each revision a line of the step display, on its "Running upgrade A -> B" record.
 
-    def __init__(self, progress: Progress, message_count: int | None) -> None:
+    A revision's line completes when the next one starts (or the run ends); the long steps
+    inside a revision (batch backfills, concurrent index builds) report their own lines
+    through the same :data:`~hermes_store.domain.progress.ProgressFn`.
+    """
+
+    def __init__(self, report: ProgressFn, message_count: int | None) -> None:
         super().__init__(logging.INFO)
-        self.progress = progress
+        self.report = report
         self.message_count = message_count
         self.steps = 0
-        self.started = False
+        self.current: str | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
         text = record.getMessage()
         if not text.startswith("Running "):
             return
-        task = self.progress.tasks[0]
-        if self.started:
-            self.progress.advance(task.id, 1)
-        self.started = True
+        self.finish()
         self.steps += 1
         step = text.removeprefix("Running ").split(",")[0]
         rows = f" · {fmt_int(self.message_count)} messages" if self.message_count else ""
-        if task.total is not None and self.steps > task.total:
-            self.progress.update(task.id, total=self.steps)
-        self.progress.update(task.id, description=f"{step}{rows}")
+        self.current = f"{step}{rows}"
+        self.report(self.current, 0, 1)
+
+    def finish(self) -> None:
+        """Mark the running revision's line done."""
+        if self.current is not None:
+            self.report(self.current, 1, 1)
+            self.current = None
 
 
 def _message_count(engine: Engine) -> int | None:
@@ -97,19 +82,17 @@ def _message_count(engine: Engine) -> int | None:
 
 
 @contextmanager
-def _tracked_migration(
-    description: str, total: int | None, message_count: int | None
-) -> Iterator[_StepTracker]:
+def _tracked_migration(message_count: int | None) -> Iterator[_StepTracker]:
     logger = logging.getLogger(_ALEMBIC_RUNTIME_LOGGER)
     saved_level, saved_propagate = logger.level, logger.propagate
-    with progress_bar(description, total) as progress:
-        tracker = _StepTracker(progress, message_count)
+    with step_progress() as report:
+        tracker = _StepTracker(report, message_count)
         logger.addHandler(tracker)
         logger.setLevel(logging.INFO)
         logger.propagate = False
         try:
             yield tracker
-            progress.update(progress.tasks[0].id, total=tracker.steps, completed=tracker.steps)
+            tracker.finish()
         finally:
             logger.removeHandler(tracker)
             logger.setLevel(saved_level)
@@ -121,13 +104,10 @@ def _run(verb: str, target: StoreTarget, revision: str, create: bool) -> tuple[S
 
     with target.engine(create=create) as engine:
         before = read_schema_state(engine)
-        upward = verb == "upgrade"
-        total = _estimate_steps(before, revision, upward)
-        label = "Upgrading" if upward else "Downgrading"
         try:
-            with _tracked_migration(label, total, _message_count(engine)) as tracker:
-                if upward:
-                    migrate.upgrade(engine, revision)
+            with _tracked_migration(_message_count(engine)) as tracker:
+                if verb == "upgrade":
+                    migrate.upgrade(engine, revision, progress=tracker.report)
                 else:
                     migrate.downgrade(engine, revision)
         except CommandError as exc:
@@ -155,8 +135,9 @@ def _report_change(
 def upgrade(target: StoreTarget, revision: str) -> None:
     """Create the schema or upgrade it to REVISION (default: head).
 
-    Legacy upstream databases are adopted first. The upgrade runs in one transaction:
-    it completes, or leaves the database as it was.
+    Legacy upstream databases are adopted first. On SQLite the upgrade runs in one
+    transaction: it completes, or leaves the database as it was. On PostgreSQL it runs
+    online while the running release keeps serving; if it stops part-way, run it again.
     """
     with target.engine(create=True) as engine:
         state = read_schema_state(engine)

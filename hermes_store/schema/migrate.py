@@ -35,6 +35,7 @@ from sqlalchemy.engine import Connection, Engine
 from hermes_store.db.backends import backend_for
 from hermes_store.db.engine import create_engine, write_engine
 from hermes_store.db.sqlite_errors import is_lock_error, raise_translated
+from hermes_store.domain.progress import ProgressFn
 from hermes_store.errors import SchemaBehind
 from hermes_store.schema.legacy import NewerSchemaWarning
 from hermes_store.schema.revisions import OLDEST_RUNNABLE_REVISION, History, history
@@ -270,35 +271,50 @@ def upgrade(
     revision: str = "head",
     *,
     script_location: str | None = None,
+    progress: ProgressFn | None = None,
 ) -> None:
     """Upgrade ``target`` (an engine, URL, path, or the default database) to ``revision``.
 
-    Legacy upstream databases are adopted first. The whole upgrade runs in one write
-    transaction, so it either completes or leaves the database as it was.
+    Legacy upstream databases are adopted first. On SQLite the whole upgrade runs in one
+    write transaction, so it either completes or leaves the database as it was. On
+    PostgreSQL it runs online, step by step (``docs/postgresql.md``, "Online
+    migrations"): a run that stops part-way is completed by the next. ``progress``
+    hears about long steps (backfills, index builds).
     """
-    _run_alembic(target, "upgrade", revision, script_location)
+    _run_alembic(target, "upgrade", revision, script_location, progress)
 
 
 def downgrade(
     target: Engine | str | os.PathLike[str] | None, revision: str, *, script_location: str | None = None
 ) -> None:
-    """Downgrade ``target`` to ``revision`` in one write transaction (every row kept)."""
+    """Downgrade ``target`` to ``revision`` (every row kept); in one write transaction on SQLite."""
     _run_alembic(target, "downgrade", revision, script_location)
 
 
 def _run_alembic(
-    target: Engine | str | os.PathLike[str] | None, verb: str, revision: str, script_location: str | None
+    target: Engine | str | os.PathLike[str] | None,
+    verb: str,
+    revision: str,
+    script_location: str | None,
+    progress: ProgressFn | None = None,
 ) -> None:
     from alembic import command
 
     engine, owned = _as_engine(target)
+    attributes: dict[str, Any] = {"progress": progress}
 
     def run() -> None:
+        if backend_for(engine.dialect).name == "postgresql":
+            # Online: env.py takes the migrators' session lock and runs each step in its
+            # own transaction (a transaction held here would make it one again).
+            config = alembic_config(script_location=script_location, connection=engine, **attributes)
+            getattr(command, verb)(config, revision)
+            return
         # One transaction: if another process is migrating (a large backfill can outlast
         # the 1 s busy timeout), everything rolls back and the retry re-checks the state.
         with write_engine(engine).connect() as connection, connection.begin():
             _locked_write(connection)
-            config = alembic_config(script_location=script_location, connection=connection)
+            config = alembic_config(script_location=script_location, connection=connection, **attributes)
             getattr(command, verb)(config, revision)
 
     try:

@@ -15,12 +15,22 @@ revision has just created (0001 skips its legacy-gap columns offline). Tests run
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from typing import TypeVar
 
 import sqlalchemy as sa
 from alembic import op
 
 from hermes_store.db.backends import backend_for
+from hermes_store.domain.progress import ProgressFn, ignore_progress
+
+T = TypeVar("T")
 
 
 def dialect_name() -> str:
@@ -65,7 +75,7 @@ def add_columns_if_missing(table: str, columns: Iterable[sa.Column[object]]) -> 
     present = column_names(table)
     for column in columns:
         if column.name not in present:
-            op.add_column(table, column)
+            with_lock_retry(partial(op.add_column, table, column), f"adding {table}.{column.name}")
 
 
 def drop_columns_if_present(table: str, names: Iterable[str]) -> None:
@@ -84,3 +94,284 @@ def execute_all(statements: Iterable[str]) -> None:
     """Run raw DDL statements one at a time (``op.execute`` takes one statement)."""
     for statement in statements:
         op.execute(sa.text(statement))
+
+
+# --- Online steps on PostgreSQL -----------------------------------------------------------
+#
+# A revision's PostgreSQL steps run while the previous release keeps reading and writing.
+# So every step is its own short transaction (Alembic's autocommit block), a statement that
+# needs a lock readers or writers would queue behind waits at most LOCK_TIMEOUT for it and
+# is retried with backoff, indexes are built CONCURRENTLY, and rows are filled in bounded
+# batches. Each step is idempotent, so a run killed at any point is completed by the next.
+
+LOCK_TIMEOUT = "500ms"
+"""How long a blocking DDL statement may wait for its lock. While it waits, readers and
+writers queue behind it; half a second keeps their stall under the 1 s target."""
+LOCK_RETRIES = 40
+"""Attempts of a blocking statement before the upgrade gives up (about two minutes with
+the backoff below)."""
+STATEMENT_TIMEOUT = "60s"
+"""The migration session's statement timeout: generous for a DDL statement or a batch, a
+backstop for a step that hangs. Concurrent builds and ANALYZE lift it (they scan the table)."""
+BATCH_ROWS = 1_000
+"""Rows a backfill updates per statement (and per transaction). Each updated row is a new
+row version in every index of ``messages`` (two GIN indexes among them): 5,000-row
+batches took 19 s on the shared 2-core machine at a load average of 15, too close to the
+60 s statement timeout; a fifth of that keeps a batch a few seconds even there."""
+PROGRESS_POLL_S = 0.5
+
+LOCK_NOT_AVAILABLE = "55P03"
+
+log = logging.getLogger("hermes_store.migrations")
+
+
+def session_settings() -> dict[str, str]:
+    """What the migration session sets on PostgreSQL (online and in ``--sql`` output)."""
+    return {
+        "lock_timeout": LOCK_TIMEOUT,
+        "statement_timeout": STATEMENT_TIMEOUT,
+        # A migrator that dies while a transaction is open frees its locks at once (the
+        # server sees the socket close); one that hangs frees them after this.
+        "idle_in_transaction_session_timeout": "10s",
+    }
+
+
+def is_online_server() -> bool:
+    """True when the migration runs against a live PostgreSQL server (not ``--sql``)."""
+    return dialect_name() == "postgresql" and not is_offline()
+
+
+@contextmanager
+def outside_transaction() -> Iterator[None]:
+    """Run the enclosed PostgreSQL steps each in its own transaction (autocommit).
+
+    In ``--sql`` output this is a ``COMMIT`` before and a ``BEGIN`` after, so the
+    ``CONCURRENTLY`` statements between run outside a transaction block in ``psql``.
+    """
+    with op.get_context().autocommit_block():
+        yield
+
+
+def _is_lock_timeout(exc: BaseException) -> bool:
+    original = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+    return getattr(original, "sqlstate", None) == LOCK_NOT_AVAILABLE
+
+
+def with_lock_retry(work: Callable[[], T], what: str) -> T:
+    """Run ``work`` (one blocking DDL step); on ``lock_timeout``, back off and retry.
+
+    Online on PostgreSQL each attempt is its own transaction, so a step that got its lock
+    holds it only for the statement. Elsewhere (SQLite, ``--sql``) ``work`` runs once, in
+    the migration's transaction, as before.
+    """
+    if not is_online_server():
+        return work()
+    if _in_autocommit():
+        return _retrying(work, what)
+    return _retrying(work, what, own_transaction=True)
+
+
+def _in_autocommit() -> bool:
+    return op.get_bind().get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+
+
+def _retrying(work: Callable[[], T], what: str, own_transaction: bool = False) -> T:
+    delay = 0.1
+    for attempt in range(1, LOCK_RETRIES + 1):
+        try:
+            if not own_transaction:
+                return work()
+            with outside_transaction():
+                return work()
+        except sa.exc.OperationalError as exc:
+            if not _is_lock_timeout(exc) or attempt == LOCK_RETRIES:
+                raise
+            log.info("%s: lock not granted within %s (attempt %d); retrying", what, LOCK_TIMEOUT, attempt)
+            time.sleep(delay * random.uniform(0.5, 1.0))
+            delay = min(delay * 2, 5.0)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def execute_with_lock_retry(statement: str) -> None:
+    """:func:`with_lock_retry` for one raw statement."""
+    with_lock_retry(lambda: op.execute(sa.text(statement)), statement.split("(")[0][:60])
+
+
+@contextmanager
+def lifted_timeouts() -> Iterator[None]:
+    """Lift the session's statement and lock timeouts around a concurrent step.
+
+    ``CREATE INDEX CONCURRENTLY``, ``DROP INDEX CONCURRENTLY`` and ``ANALYZE`` take a
+    lock no reader or writer conflicts with, so waiting for it stalls nobody; a short
+    ``lock_timeout`` would only throw away a finished build in its last phase (which
+    waits for older snapshots), and a build over millions of rows rightly takes minutes.
+    """
+    op.execute(sa.text("SET statement_timeout = 0"))
+    op.execute(sa.text("SET lock_timeout = 0"))
+    try:
+        yield
+    finally:
+        if not is_online_server() or _connection_usable():
+            op.execute(sa.text(f"SET statement_timeout = '{STATEMENT_TIMEOUT}'"))
+            op.execute(sa.text(f"SET lock_timeout = '{LOCK_TIMEOUT}'"))
+
+
+def _connection_usable() -> bool:
+    return not op.get_bind().closed and not op.get_bind().invalidated
+
+
+def invalid_index_names(table: str) -> set[str]:
+    """Indexes on ``table`` a killed or failed ``CREATE INDEX CONCURRENTLY`` left INVALID."""
+    if not is_online_server():
+        return set()
+    rows = op.get_bind().execute(
+        sa.text(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE i.indrelid = CAST(:table AS regclass) AND NOT i.indisvalid"
+        ),
+        {"table": table},
+    )
+    return {str(name) for name in rows.scalars()}
+
+
+def create_index_concurrently(name: str, statement: str) -> None:
+    """Build index ``name`` with ``statement`` (a ``CREATE … INDEX CONCURRENTLY IF NOT
+    EXISTS`` of that name), first dropping an INVALID leftover of a killed build.
+
+    Must run inside :func:`outside_transaction`. Reports the build's progress (blocks,
+    then tuples) from ``pg_stat_progress_create_index`` when the caller asked for progress.
+    """
+    table = statement.split(" ON ", 1)[1].split()[0]
+    with lifted_timeouts():
+        if name in invalid_index_names(table):
+            log.warning("index %s was left INVALID by an interrupted build; rebuilding it", name)
+            op.execute(sa.text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
+        with _build_progress(f"index {name}"):
+            op.execute(sa.text(statement))
+
+
+def drop_index_concurrently(name: str) -> None:
+    """``DROP INDEX CONCURRENTLY IF EXISTS`` (inside :func:`outside_transaction`)."""
+    with lifted_timeouts():
+        op.execute(sa.text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
+
+
+def analyze(table: str) -> None:
+    """Fresh planner statistics for ``table`` (inside :func:`outside_transaction`)."""
+    with lifted_timeouts():
+        op.execute(sa.text(f"ANALYZE {table}"))
+
+
+def progress_fn() -> ProgressFn:
+    """The progress callback the caller of the upgrade passed (``config.attributes["progress"]``)."""
+    from alembic import context
+
+    supplied = context.config.attributes.get("progress")
+    return supplied if supplied is not None else ignore_progress
+
+
+@contextmanager
+def _build_progress(step: str) -> Iterator[None]:
+    """While the enclosed statement builds an index, poll its progress from a second connection."""
+    report = progress_fn()
+    if report is ignore_progress or not is_online_server():
+        yield
+        return
+    bind = op.get_bind()
+    pid = bind.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+    stop = threading.Event()
+
+    def poll() -> None:
+        with bind.engine.connect() as watcher:
+            while not stop.wait(PROGRESS_POLL_S):
+                row = watcher.execute(
+                    sa.text(
+                        "SELECT phase, blocks_done, blocks_total, tuples_done, tuples_total "
+                        "FROM pg_stat_progress_create_index WHERE pid = :pid"
+                    ),
+                    {"pid": pid},
+                ).first()
+                watcher.rollback()
+                if row is None:
+                    continue
+                phase, blocks_done, blocks_total, tuples_done, tuples_total = row
+                if tuples_total:
+                    report(f"{step} ({phase})", int(tuples_done), int(tuples_total))
+                elif blocks_total:
+                    report(f"{step} ({phase})", int(blocks_done), int(blocks_total))
+
+    watcher = threading.Thread(target=poll, name=f"progress of {step}", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
+
+
+def backfill(step: str, table: str, assignment: str, missing: str, batch_rows: int = BATCH_ROWS) -> None:
+    """Fill a new column of every row of ``table`` in batches of ``batch_rows`` ids.
+
+    ``assignment`` is the ``SET`` clause, ``missing`` the condition of a row not yet
+    filled (``search_vector IS NULL``). Each batch is one statement in its own transaction
+    (inside :func:`outside_transaction`), so readers and writers never wait on it for
+    long, and a killed run resumes at the first row still missing. Rows written after the
+    step started are filled by the trigger that must exist before this runs.
+
+    In ``--sql`` output the same loop is a ``DO`` block that commits after every batch.
+    """
+    if is_offline():
+        with lifted_timeouts():  # one statement that runs every batch
+            op.execute(sa.text(_backfill_do_block(table, assignment, missing, batch_rows)))
+        return
+    bind = op.get_bind()
+    # Where a killed run stopped: the first row still missing (a walk of the primary key).
+    first = bind.exec_driver_sql(f"SELECT id FROM {table} WHERE {missing} ORDER BY id LIMIT 1").scalar()
+    if first is None:
+        return
+    # Rows past the current last id were written with the trigger in place.
+    last = int(bind.exec_driver_sql(f"SELECT max(id) FROM {table}").scalar() or first)
+    start = low = int(first)
+    report = progress_fn()
+    update = sa.text(f"UPDATE {table} SET {assignment} WHERE id >= :low AND id < :high AND {missing}")
+    clean = sa.text(_CLEAN_GIN_PENDING.format(table=table))
+    while low <= last:
+        bounds = {"low": low, "high": low + batch_rows}
+        with_lock_retry(partial(bind.execute, update, bounds), f"{step} batch at id {low}")
+        bind.execute(clean)
+        low += batch_rows
+        report(step, min(low, last + 1) - start, last + 1 - start)
+
+
+_CLEAN_GIN_PENDING = (
+    # Each updated row is queued in every GIN index's pending list; whoever inserts when a
+    # list passes gin_pending_list_limit merges it into the index, which takes seconds. The
+    # migrator merges after every batch, so a writer of the running release never has to.
+    "SELECT count(gin_clean_pending_list(i.indexrelid)) FROM pg_index i "
+    "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
+    "WHERE i.indrelid = '{table}'::regclass AND a.amname = 'gin' AND i.indisvalid"
+)
+
+
+def _backfill_do_block(table: str, assignment: str, missing: str, batch_rows: int) -> str:
+    return f"""DO $$
+DECLARE
+    low bigint;
+    last bigint;
+BEGIN
+    SELECT min(id), max(id) INTO low, last FROM {table} WHERE {missing};
+    WHILE low <= last LOOP
+        UPDATE {table} SET {assignment} WHERE id >= low AND id < low + {batch_rows} AND {missing};
+        PERFORM {_CLEAN_GIN_PENDING.format(table=table).removeprefix("SELECT ")};
+        COMMIT;
+        low := low + {batch_rows};
+    END LOOP;
+END
+$$"""
+
+
+def squawk_ignore(rules: str, reason: str) -> None:
+    """In ``--sql`` output for PostgreSQL, tell squawk (the migration linter) to let ``rules``
+    pass in this script, with the ``reason`` beside it; online, nothing."""
+    if is_offline() and dialect_name() == "postgresql":
+        op.get_context().impl.static_output(f"-- squawk-ignore-file {rules} -- {reason}")

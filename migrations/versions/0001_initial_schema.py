@@ -22,6 +22,7 @@ from hermes_store.schema.migration_ops import (
     dialect_name,
     execute_all,
     is_offline,
+    squawk_ignore,
     table_names,
 )
 
@@ -114,6 +115,11 @@ def _zero() -> sa.TextClause:
 
 
 def _server_upgrade() -> None:
+    # Every table and index below is created here, on an empty database: no lock is at
+    # stake. The column types are upstream's v1 schema (hermes_state), which the models,
+    # the previous release and ``hermes-store copy`` share: INTEGER counters and the
+    # SERIAL message id (32-bit: two billion messages) stay as they are.
+    squawk_ignore("prefer-bigint-over-int, prefer-identity", "upstream's v1 column types, kept")
     present = table_names()
     if "schema_version" not in present:
         op.create_table("schema_version", sa.Column("version", sa.Integer(), nullable=False))

@@ -18,7 +18,13 @@ import logging
 import sqlalchemy as sa
 from alembic import op
 
-from hermes_store.schema.migration_ops import dialect_name, index_names, is_offline
+from hermes_store.schema.migration_ops import (
+    create_index_concurrently,
+    dialect_name,
+    drop_index_concurrently,
+    is_offline,
+    outside_transaction,
+)
 
 revision = "0004"
 down_revision = "0003"
@@ -73,15 +79,23 @@ def upgrade() -> None:
                 "ON sessions(title) WHERE title IS NOT NULL"
             )
         )
-    elif "idx_sessions_title_unique" not in index_names("sessions"):
-        op.create_index(
-            "idx_sessions_title_unique",
-            "sessions",
-            ["title"],
-            unique=True,
-            postgresql_where=sa.text("title IS NOT NULL"),
-        )
+    else:
+        # Built CONCURRENTLY: the running release keeps creating sessions meanwhile. A
+        # duplicate title written during the build fails it (the index is left INVALID);
+        # the next run renames the duplicate and rebuilds the index.
+        with outside_transaction():
+            create_index_concurrently("idx_sessions_title_unique", POSTGRES_INDEX)
+
+
+POSTGRES_INDEX = (
+    "CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS idx_sessions_title_unique "
+    "ON sessions (title) WHERE title IS NOT NULL"
+)
 
 
 def downgrade() -> None:
+    if dialect_name() == "postgresql":
+        with outside_transaction():
+            drop_index_concurrently("idx_sessions_title_unique")
+        return
     op.execute(sa.text("DROP INDEX IF EXISTS idx_sessions_title_unique"))

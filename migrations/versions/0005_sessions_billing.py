@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from hermes_store.schema.migration_ops import add_columns_if_missing, drop_columns_if_present
+from hermes_store.schema.migration_ops import add_columns_if_missing, drop_columns_if_present, squawk_ignore
 
 revision = "0005"
 down_revision = "0004"
@@ -43,6 +43,9 @@ def _columns() -> list[sa.Column[object]]:
 
 
 def upgrade() -> None:
+    # INTEGER as upstream declares it (the models and the previous release share the
+    # type); a constant DEFAULT adds the column without a rewrite (PostgreSQL 11+).
+    squawk_ignore("prefer-bigint-over-int", "upstream's v5 token counters, INTEGER as upstream declares them")
     add_columns_if_missing("sessions", _columns())
 
 

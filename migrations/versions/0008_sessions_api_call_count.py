@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from hermes_store.schema.migration_ops import add_columns_if_missing, drop_columns_if_present
+from hermes_store.schema.migration_ops import add_columns_if_missing, drop_columns_if_present, squawk_ignore
 
 revision = "0008"
 down_revision = "0007"
@@ -28,6 +28,9 @@ def _columns() -> list[sa.Column[object]]:
 
 
 def upgrade() -> None:
+    # INTEGER as upstream declares it (the models and the previous release share the
+    # type); a constant DEFAULT adds the column without a rewrite (PostgreSQL 11+).
+    squawk_ignore("prefer-bigint-over-int", "upstream's v8 counter, INTEGER as upstream declares them")
     add_columns_if_missing("sessions", _columns())
 
 

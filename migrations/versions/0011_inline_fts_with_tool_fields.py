@@ -13,12 +13,21 @@ INSERT … SELECT per index, which SQLite streams without loading rows into Pyth
 The downgrade restores the v10 external-content indexes and rebuilds them.
 On PostgreSQL the same text is indexed by PostgreSQL's own means: a GIN index over its
 ``tsvector`` (the ``simple`` configuration, which does not stem, like unicode61) and a
-``pg_trgm`` GIN index for CJK and substring search; no triggers are needed.
+``pg_trgm`` GIN index for CJK and substring search; no triggers are needed. Both are built
+``CONCURRENTLY``, so the running release keeps writing while they build (an index a killed
+build left INVALID is rebuilt by the next run).
 """
 
 from __future__ import annotations
 
-from hermes_store.schema.migration_ops import dialect_name, execute_all
+from hermes_store.schema.migration_ops import (
+    create_index_concurrently,
+    dialect_name,
+    drop_index_concurrently,
+    execute_all,
+    execute_with_lock_retry,
+    outside_transaction,
+)
 
 revision = "0011"
 down_revision = "0010"
@@ -131,15 +140,18 @@ END""",
 
 
 INDEXED_TEXT = "(COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, ''))"
-POSTGRES_CREATE = (
-    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
-    f"CREATE INDEX IF NOT EXISTS idx_messages_fts ON messages USING gin "
-    f"(to_tsvector('simple'::regconfig, {INDEXED_TEXT}))",
-    f"CREATE INDEX IF NOT EXISTS idx_messages_trgm ON messages USING gin ({INDEXED_TEXT} gin_trgm_ops)",
-)
-POSTGRES_DROP = (
-    "DROP INDEX IF EXISTS idx_messages_trgm",
-    "DROP INDEX IF EXISTS idx_messages_fts",
+POSTGRES_EXTENSION = "CREATE EXTENSION IF NOT EXISTS pg_trgm"
+POSTGRES_INDEXES = (
+    (
+        "idx_messages_fts",
+        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_messages_fts ON messages USING gin "
+        f"(to_tsvector('simple'::regconfig, {INDEXED_TEXT}))",
+    ),
+    (
+        "idx_messages_trgm",
+        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_messages_trgm ON messages USING gin "
+        f"({INDEXED_TEXT} gin_trgm_ops)",
+    ),
 )
 
 
@@ -147,11 +159,16 @@ def upgrade() -> None:
     if dialect_name() == "sqlite":
         execute_all(DROP_ALL + V11_CREATE)
     elif dialect_name() == "postgresql":
-        execute_all(POSTGRES_CREATE)
+        with outside_transaction():
+            execute_with_lock_retry(POSTGRES_EXTENSION)
+            for name, statement in POSTGRES_INDEXES:
+                create_index_concurrently(name, statement)
 
 
 def downgrade() -> None:
     if dialect_name() == "sqlite":
         execute_all(DROP_ALL + V10_CREATE)
     elif dialect_name() == "postgresql":
-        execute_all(POSTGRES_DROP)
+        with outside_transaction():
+            drop_index_concurrently("idx_messages_trgm")
+            drop_index_concurrently("idx_messages_fts")

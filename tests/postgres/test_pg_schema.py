@@ -1,4 +1,4 @@
-"""Revisions 0001–0012 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
+"""Revisions 0001–0013 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
         inspector.get_table_names()
     )
     assert len(inspector.get_columns("sessions")) == 27
-    # upstream's 15 columns plus revision 0012's stored tsvector
+    # upstream's 15 columns plus revision 0012's trigger-kept tsvector
     assert [c["name"] for c in inspector.get_columns("messages")][15:] == ["search_vector"]
     types = {c["name"]: c["type"] for c in inspector.get_columns("sessions")}
     assert isinstance(types["started_at"], sa.Double | sa.DOUBLE_PRECISION)
@@ -47,7 +47,7 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
         assert connection.exec_driver_sql(
             "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'"
         ).scalar() == 1
-    assert current_revision(pg_url) == "0012"
+    assert current_revision(pg_url) == "0013"
 
 
 def test_epoch_seconds_keep_microseconds(pg_url: str) -> None:

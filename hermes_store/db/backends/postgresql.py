@@ -23,7 +23,8 @@ from hermes_store.db.server_errors import is_lock_timeout
 from hermes_store.errors import SchemaError
 from hermes_store.schema.types import POSTGRES_CONTENT_SENTINEL, SQLITE_CONTENT_SENTINEL
 
-_MIGRATION_LOCK_KEY = 8675309011
+MIGRATION_LOCK_KEY = 8675309011
+"""The advisory lock every migrator of a PostgreSQL database takes first."""
 
 
 def content_to_storage(value: Any) -> Any:
@@ -119,7 +120,7 @@ class PostgreSQLBackend:
         connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
         connection.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, int(wait_s * 1000))}")
         try:
-            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
         except DBAPIError as exc:
             if not is_lock_timeout(exc):
                 raise

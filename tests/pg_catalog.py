@@ -1,0 +1,93 @@
+"""A PostgreSQL database's schema as comparable data, and the ``alembic``/``psql`` commands
+the migration tests run.
+
+:func:`catalog` dumps what a migration creates — columns (type, nullability, generation,
+default), indexes with their validity, constraints, triggers, our functions (not the
+extensions'), and both version tables — so two databases reached by different paths (a
+clean upgrade, a killed and rerun one, one from the first revision 0012) can be compared
+with ``==``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pg_server
+import pytest
+import sqlalchemy as sa
+from support import REPO_ROOT
+
+MIGRATOR = "hermes-store migration"
+"""``application_name`` of the migration session (``migrations/env.py``)."""
+
+
+def catalog(url: str) -> dict[str, Any]:
+    """The schema of the ``public`` namespace at ``url``, in a stable order."""
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+
+            def rows(sql: str) -> list[tuple[Any, ...]]:
+                return [tuple(row) for row in conn.exec_driver_sql(sql).all()]
+
+            return {
+                "columns": rows(
+                    "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, "
+                    "a.attgenerated, pg_get_expr(d.adbin, d.adrelid) "
+                    "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+                    "LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
+                    "WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' "
+                    "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY 1, a.attnum"
+                ),
+                "indexes": rows(
+                    "SELECT c.relname, pg_get_indexdef(i.indexrelid), i.indisvalid, i.indisready "
+                    "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                    "WHERE c.relnamespace = 'public'::regnamespace ORDER BY 1"
+                ),
+                "constraints": rows(
+                    "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+                    "WHERE connamespace = 'public'::regnamespace ORDER BY 1"
+                ),
+                "triggers": rows(
+                    "SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1"
+                ),
+                "functions": rows(
+                    "SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p "
+                    "WHERE p.pronamespace = 'public'::regnamespace AND NOT EXISTS ("
+                    "  SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass "
+                    "  AND d.objid = p.oid AND d.deptype = 'e') ORDER BY 1"
+                ),
+                "versions": rows(
+                    "SELECT (SELECT version_num FROM alembic_version), (SELECT version FROM schema_version)"
+                ),
+            }
+    finally:
+        engine.dispose()
+
+
+def alembic_command(url: str, *args: str) -> list[str]:
+    """The real ``alembic`` command line for ``url``."""
+    return [sys.executable, "-m", "alembic", "-x", f"url={url}", *args]
+
+
+def alembic(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the real ``alembic`` command on ``url`` from the checkout; fail the test on error."""
+    result = subprocess.run(
+        alembic_command(url, *args), cwd=REPO_ROOT, capture_output=True, text=True, check=False, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def run_psql(url: str, script: str) -> None:
+    """Run ``script`` with ``psql -v ON_ERROR_STOP=1`` (one statement at a time, as a DBA does)."""
+    psql = pg_server.psql_path()
+    if psql is None:
+        pytest.skip("the psql client is not installed")
+    parsed = sa.make_url(url)
+    where = ["-h", str(parsed.host), "-p", str(parsed.port or 5432), "-U", str(parsed.username)]
+    command = [psql, "-v", "ON_ERROR_STOP=1", "-q", "-X", *where, "-d", str(parsed.database)]
+    result = subprocess.run(command, input=script, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr

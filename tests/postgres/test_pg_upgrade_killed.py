@@ -1,0 +1,236 @@
+"""A PostgreSQL upgrade SIGKILLed at three different points completes when run again.
+
+The real ``alembic upgrade head`` runs in a subprocess and is killed while:
+
+1. revision 0012's ``ALTER TABLE messages ADD COLUMN`` waits for its lock (a reader of
+   the running release holds a transaction open on ``messages``): nothing of 0012 done;
+2. 0012's backfill is blocked on a row another session holds, after its first batches
+   committed: the rerun resumes at the first row still missing;
+3. 0011's ``CREATE INDEX CONCURRENTLY`` waits for a writer's open transaction: the killed
+   build leaves an INVALID index, which the rerun finds and rebuilds.
+
+Each point is reached deterministically (the test waits until ``pg_stat_activity`` /
+``pg_stat_progress_create_index`` show the step running). After the kill the migrator's
+server session must end promptly (``client_connection_check_interval``), the rerun must
+succeed, every row must have its search vector, and the schema — columns, indexes with
+their validity, constraints, triggers, functions, versions — must equal a clean upgrade's.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from pg_catalog import MIGRATOR, alembic, alembic_command, catalog
+from support import REPO_ROOT
+
+from hermes_store.schema.migration_ops import BATCH_ROWS
+
+pytestmark = pytest.mark.postgres
+
+ROWS = 6 * BATCH_ROWS
+"""Six backfill batches (``migration_ops.BATCH_ROWS``): the last one is blocked."""
+
+FILL = (
+    "INSERT INTO sessions (id, source, started_at, message_count, tool_call_count, input_tokens, "
+    "output_tokens) VALUES ('s', 'cli', 1.7e9, 0, 0, 0, 0)",
+    "INSERT INTO messages (session_id, role, content, tool_name, timestamp) "
+    "SELECT 's', 'user', 'message ' || i || ' about kubernetes 记忆', "
+    f"CASE WHEN mod(i, 3) = 0 THEN 'terminal' END, 1.7e9 + i FROM generate_series(1, {ROWS}) AS i",
+)
+
+
+def _engine(url: str) -> sa.Engine:
+    return sa.create_engine(url, poolclass=sa.pool.NullPool)
+
+
+def _admin_execute(admin_url: str, statement: str) -> None:
+    engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with engine.connect() as connection:
+        connection.exec_driver_sql(statement)
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def templates(pg_admin_url: str) -> Iterator[dict[str, str]]:
+    """Template databases at 0010 and 0011 holding :data:`ROWS` messages, and a reference
+    database upgraded from the 0011 one to head without interruption."""
+    admin = sa.make_url(pg_admin_url)
+    names = {key: f"hermes_tpl_{key}_{uuid.uuid4().hex[:8]}" for key in ("0010", "0011", "clean")}
+    urls = {
+        key: admin.set(database=name).render_as_string(hide_password=False) for key, name in names.items()
+    }
+    try:
+        _admin_execute(pg_admin_url, f'CREATE DATABASE "{names["0010"]}"')
+        alembic(urls["0010"], "upgrade", "0010")
+        engine = _engine(urls["0010"])
+        with engine.begin() as connection:
+            for statement in FILL:
+                connection.exec_driver_sql(statement)
+        engine.dispose()
+        _admin_execute(pg_admin_url, f'CREATE DATABASE "{names["0011"]}" TEMPLATE "{names["0010"]}"')
+        alembic(urls["0011"], "upgrade", "0011")
+        _admin_execute(pg_admin_url, f'CREATE DATABASE "{names["clean"]}" TEMPLATE "{names["0011"]}"')
+        alembic(urls["clean"], "upgrade", "head")
+        yield urls
+    finally:
+        for name in names.values():
+            _admin_execute(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def copy_of(pg_admin_url: str, templates: dict[str, str]) -> Iterator[Callable[[str], str]]:
+    """``copy_of("0011")``: a new database copied from that template (dropped afterwards)."""
+    admin = sa.make_url(pg_admin_url)
+    made: list[str] = []
+
+    def make(revision: str) -> str:
+        name = f"hermes_t_{uuid.uuid4().hex[:12]}"
+        template = sa.make_url(templates[revision]).database
+        _admin_execute(pg_admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        made.append(name)
+        return admin.set(database=name).render_as_string(hide_password=False)
+
+    yield make
+    for name in made:
+        _admin_execute(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _wait_for(condition: Callable[[], object], what: str, timeout_s: float = 120.0) -> object:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _scalar(url: str, sql: str) -> object:
+    engine = _engine(url)
+    with engine.connect() as connection:
+        value = connection.exec_driver_sql(sql).scalar()
+    engine.dispose()
+    return value
+
+
+def _migrator_query(url: str) -> str:
+    return str(
+        _scalar(
+            url,
+            "SELECT COALESCE(string_agg(query, ' | '), '') FROM pg_stat_activity "
+            f"WHERE application_name = '{MIGRATOR}' AND datname = current_database()",
+        )
+    )
+
+
+def _start_upgrade(url: str, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("wb") as stderr:
+        return subprocess.Popen(
+            alembic_command(url, "upgrade", "head"), cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=stderr
+        )
+
+
+def _kill_and_rerun(
+    url: str,
+    upgrade: subprocess.Popen[bytes],
+    release: Callable[[], None],
+    clean: str,
+    after_kill: Callable[[], None] = lambda: None,
+) -> float:
+    """SIGKILL the upgrade, wait for its server session to end, release the blocker, rerun;
+    check the result; return how long the killed migrator's session outlived it (s)."""
+    upgrade.kill()
+    upgrade.wait(timeout=30)
+    killed = time.monotonic()
+    _wait_for(lambda: _migrator_query(url) == "", "the killed migrator's server session to end", 30.0)
+    outlived = time.monotonic() - killed
+    after_kill()
+    release()
+    alembic(url, "upgrade", "head")
+    assert _scalar(url, "SELECT count(*) FROM messages WHERE search_vector IS NULL") == 0
+    assert _scalar(url, "SELECT count(*) FROM messages") == ROWS
+    assert catalog(url) == catalog(clean)
+    return outlived
+
+
+def test_killed_while_0012_waits_for_its_column_lock(
+    copy_of: Callable[[str], str], templates: dict[str, str], tmp_path: Path, record_property: Callable
+) -> None:
+    url = copy_of("0011")
+    reader = _engine(url).connect()
+    reader.exec_driver_sql("SELECT count(*) FROM messages WHERE id = 1").all()  # ACCESS SHARE, held
+    upgrade = _start_upgrade(url, tmp_path / "upgrade.log")
+    _wait_for(lambda: "ALTER TABLE messages ADD COLUMN" in _migrator_query(url), "0012's ALTER TABLE")
+    assert _scalar(url, "SELECT count(*) FROM pg_attribute WHERE attname = 'search_vector'") == 0
+
+    def release() -> None:
+        reader.rollback()
+        reader.close()
+
+    record_property("migrator_outlived_kill_s", _kill_and_rerun(url, upgrade, release, templates["clean"]))
+
+
+def test_killed_during_the_backfill_resumes_at_the_first_missing_row(
+    copy_of: Callable[[str], str], templates: dict[str, str], tmp_path: Path, record_property: Callable
+) -> None:
+    url = copy_of("0011")
+    upgrade = _start_upgrade(url, tmp_path / "upgrade.log")
+    _wait_for(
+        lambda: _scalar(url, "SELECT count(*) FROM pg_trigger WHERE tgname = 'messages_search_vector'"),
+        "0012's trigger",
+    )
+    holder = _engine(url).connect()
+    holder.exec_driver_sql(f"SELECT id FROM messages WHERE id = {ROWS} FOR UPDATE").all()
+    _wait_for(
+        lambda: (
+            _scalar(url, "SELECT count(*) FROM messages WHERE search_vector IS NOT NULL") == ROWS - BATCH_ROWS
+        ),
+        "every batch but the blocked last one",
+    )
+    _wait_for(lambda: "UPDATE messages SET search_vector" in _migrator_query(url), "the blocked batch")
+
+    def release() -> None:
+        holder.rollback()
+        holder.close()
+
+    record_property("migrator_outlived_kill_s", _kill_and_rerun(url, upgrade, release, templates["clean"]))
+
+
+def test_killed_during_a_concurrent_index_build_rebuilds_the_invalid_index(
+    copy_of: Callable[[str], str], templates: dict[str, str], tmp_path: Path, record_property: Callable
+) -> None:
+    url = copy_of("0010")
+    writer = _engine(url).connect()
+    writer.exec_driver_sql(
+        "INSERT INTO messages (session_id, role, content, timestamp) VALUES ('s', 'user', 'open', 1.8e9)"
+    )  # ROW EXCLUSIVE held by an open transaction: CONCURRENTLY waits for it
+    upgrade = _start_upgrade(url, tmp_path / "upgrade.log")
+    _wait_for(
+        lambda: _scalar(
+            url,
+            "SELECT count(*) FROM pg_stat_progress_create_index p JOIN pg_stat_activity a USING (pid) "
+            f"WHERE a.application_name = '{MIGRATOR}' AND starts_with(p.phase, 'waiting for writers')",
+        ),
+        "0011's concurrent build waiting for writers",
+    )
+
+    def left_invalid() -> None:
+        invalid = _scalar(
+            url,
+            "SELECT string_agg(c.relname, ',') FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE NOT i.indisvalid",
+        )
+        assert invalid == "idx_messages_fts"
+
+    def release() -> None:
+        writer.rollback()
+        writer.close()
+
+    outlived = _kill_and_rerun(url, upgrade, release, templates["clean"], after_kill=left_invalid)
+    record_property("migrator_outlived_kill_s", outlived)
