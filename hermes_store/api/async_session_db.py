@@ -91,6 +91,9 @@ class AsyncSessionDB:
 
     async def _bridge_facade(self) -> SessionDB:
         url = self.engine.url
+        if self.unit_of_work.runs_on_threads:
+            # SQLite: the sync store itself, opened (and migrated) on a worker thread.
+            return await self.unit_of_work.run(SessionDB, engine=self.unit_of_work.sync_engine)
         if url.get_backend_name() == "sqlite" and sqlite_path(url) is None:
             # In memory: only this engine's own connection holds the database, so the
             # schema is made through it (nothing else can hold a lock to wait for).
@@ -100,11 +103,18 @@ class AsyncSessionDB:
         return await asyncio.to_thread(_open_sync_facade, sync_driver_url(url))
 
     def _rebind(self, store: SessionDB) -> SessionDB:
-        if store.engine is not self.engine.sync_engine:
+        if store.engine is not self.unit_of_work.sync_engine:
             store.engine.dispose()
-            store.engine = self.engine.sync_engine
+            store.engine = self.unit_of_work.sync_engine
         store._uow = self.unit_of_work.sync
         return store
+
+    @property
+    def sync_engine(self) -> sa.Engine:
+        """The sync engine this store's statements run on: attach event listeners and
+        instrumentation here (on SQLite every call runs on worker threads with a sync
+        engine of its own; on PostgreSQL this is ``engine.sync_engine``)."""
+        return self.unit_of_work.sync_engine
 
     async def _call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         store = await self._facade()
@@ -118,10 +128,9 @@ class AsyncSessionDB:
         async with self._opening:
             store, self._store = self._store, None
         await self.unit_of_work.drain()
-        if store is not None:
-            await self.unit_of_work.run(store.close)
-        if self.unit_of_work.sync.owns_engine:
-            await self.engine.dispose()
+        # The store's close() closes the unit of work it runs on (never opened: close that).
+        await self.unit_of_work.run(store.close if store is not None else self.unit_of_work.sync.close)
+        await self.unit_of_work.release()
 
     async def __aenter__(self) -> AsyncSessionDB:
         return await self.open()
@@ -162,6 +171,10 @@ class AsyncSessionDB:
             codex_reasoning_items,
             codex_message_items,
         )
+
+    async def append_messages(self, session_id: str, messages_: Sequence[dict[str, Any]]) -> list[int]:
+        """Awaitable :meth:`SessionDB.append_messages`."""
+        return await self._call(SessionDB.append_messages, session_id, messages_)
 
     async def clear_messages(self, session_id: str) -> None:
         """Awaitable :meth:`SessionDB.clear_messages`."""

@@ -16,7 +16,6 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.ext.asyncio import create_async_engine as sa_create_async_engine
 
-from hermes_store.db.aiosqlite_driver import one_hop_dbapi
 from hermes_store.db.engine import (
     BUSY_TIMEOUT_S,
     check_backend,
@@ -61,7 +60,6 @@ def create_async_engine(
     if path is not None:
         prepare_sqlite_file(path)
     connect_args = {"timeout": BUSY_TIMEOUT_S, **engine_kwargs.pop("connect_args", {})}
-    engine_kwargs.setdefault("module", one_hop_dbapi())
     if path is not None and "poolclass" not in engine_kwargs:
         # A connection is a worker thread here; keep them instead of opening overflow
         # ones (thread start, connect, pragmas) and closing them again in bursts.

@@ -119,7 +119,7 @@ def test_writes_begin_immediate_and_every_statement_reaches_cursor_events(store_
 
     async def scenario() -> None:
         async with AsyncSessionDB(store_path) as db:
-            event.listen(db.engine.sync_engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
+            event.listen(db.sync_engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
             await db.create_session("s", "cli")
             await db.append_message("s", "user", "seen by events")
             await db.search_messages("events")
@@ -246,9 +246,9 @@ def test_an_injected_engine_gets_our_settings_and_stays_the_callers(store_path: 
 
     async def scenario() -> tuple[object, int]:
         engine = plain_async_engine(f"sqlite+aiosqlite:///{store_path}")
-        event.listen(engine.sync_engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
         try:
             async with AsyncSessionDB(engine=engine) as db:
+                event.listen(db.sync_engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
                 await db.create_session("s", "cli")
                 async with engine.connect() as connection:
                     mode = (await connection.exec_driver_sql("PRAGMA journal_mode")).scalar()
