@@ -4,8 +4,7 @@ A write to SQLite costs one ``fsync`` at ``COMMIT``; while it waits for the disk
 writers of the process wait for the writer lock. Instead of each then paying for its own
 transaction and ``fsync`` in turn, every write joins a queue (:class:`WriteQueue`) before
 taking the lock, and whoever gets the lock next runs *every* queued write in one
-transaction — each inside a ``SAVEPOINT`` of its own, so a write that fails its own checks
-is undone alone — commits once, and hands each write its own outcome
+transaction, commits once, and hands each write its own outcome
 (:class:`QueuedWrite`). The writers whose writes were in the group wake up with their
 results and never touch the lock. The unit of work (:mod:`hermes_store.uow.unit_of_work`) does the
 running; this module holds the queue and the per-write bookkeeping.
@@ -20,11 +19,6 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-SAVEPOINT = "SAVEPOINT joined_write"
-RELEASE = "RELEASE joined_write"
-ROLLBACK_TO = "ROLLBACK TO joined_write"
-
-
 class QueuedWrite(Generic[T]):
     """One write waiting for (or done in) a group's transaction, with its own outcome.
 
@@ -33,6 +27,7 @@ class QueuedWrite(Generic[T]):
     """
 
     __slots__ = (
+        "caller",
         "conflicts",
         "done",
         "error",
@@ -43,8 +38,9 @@ class QueuedWrite(Generic[T]):
         "work",
     )
 
-    def __init__(self, work: Callable[[Any], T], operation: str, with_session: bool) -> None:
+    def __init__(self, work: Callable[[Any], T], operation: str, with_session: bool, caller: int) -> None:
         self.work = work
+        self.caller = caller
         self.operation = operation
         self.with_session = with_session
         self.conflicts = 0
@@ -83,7 +79,9 @@ class WriteQueue:
 
     def __init__(self) -> None:
         self._writes: deque[QueuedWrite[Any]] = deque()
-        self._changed = threading.Condition(threading.Lock())
+        mutex = threading.Lock()
+        self._changed = threading.Condition(mutex)  # followers: a group ended
+        self._grown = threading.Condition(mutex)  # the leader: a write arrived
 
     def __len__(self) -> int:
         return len(self._writes)
@@ -92,9 +90,16 @@ class WriteQueue:
         """Queue ``write`` and sleep until it is done (``False``) or leads (``True``)."""
         with self._changed:
             self._writes.append(write)
+            self._grown.notify()
             while not write.done and self._writes[0] is not write:
                 self._changed.wait()
             return not write.done
+
+    def gather(self, expected: set[int], timeout: float) -> None:
+        """The leader: wait up to ``timeout`` s until every caller in ``expected`` has a
+        write queued (the writers of the last group are usually about to send the next)."""
+        with self._grown:
+            self._grown.wait_for(lambda: expected <= {w.caller for w in self._writes if not w.done}, timeout)
 
     def pending(self) -> list[QueuedWrite[Any]]:
         """Every queued write not yet done, oldest first (the leader's next group)."""

@@ -28,11 +28,10 @@ from sqlalchemy.engine import Connection, Engine, RootTransaction
 
 from hermes_store.db.backends import backend_for
 from hermes_store.db.engine import write_engine
-from hermes_store.db.execution import run_driver_sql
 from hermes_store.db.server_errors import is_server_unreachable
 from hermes_store.db.sqlite_errors import is_retryable_conflict, raise_translated, translate
 from hermes_store.errors import NestedWrite, ServerUnavailable, WriteConflict
-from hermes_store.uow.group_commit import RELEASE, ROLLBACK_TO, SAVEPOINT, QueuedWrite, WriteQueue
+from hermes_store.uow.group_commit import QueuedWrite, WriteQueue
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +48,8 @@ CHECKPOINT_EVERY_N_WRITES = 50
 RECONNECT_WAIT_S = 15.0
 """How long a write keeps reconnecting while the database server is unreachable."""
 _IDLE_READERS_KEPT = 8
+GATHER_MAX_S = 0.002
+"""The longest a group commit waits for the last group's writers to queue again."""
 
 
 class UnitOfWork:
@@ -94,6 +95,8 @@ class UnitOfWork:
         # this process's writers queue for one connection anyway.
         self.groups_commits = self._backend.name == "sqlite"
         self._queue = WriteQueue()
+        self._last_group_callers: set[int] = set()
+        self._last_attempt_s = 0.0
         self.write_count = 0
         self.retry_count = 0
 
@@ -129,9 +132,9 @@ class UnitOfWork:
         caller = self._caller()
         if self._writer == caller:
             raise NestedWrite(operation)
-        write: QueuedWrite[T] = QueuedWrite(work, operation, with_session)
-        # ORM-session writes run alone: a session's own state could not be undone to a
-        # savepoint cheaply; the facade's writes all use a Core connection and join.
+        write: QueuedWrite[T] = QueuedWrite(work, operation, with_session, caller)
+        # ORM-session writes run alone (a session's pending objects and flush belong to
+        # one write); the facade's writes all use a Core connection and join.
         joins = self.groups_commits and not with_session
         if joins and not self._queue.wait_for_turn(write):
             return write.outcome()  # committed (or refused) in a group another thread led
@@ -155,10 +158,30 @@ class UnitOfWork:
         lock: the other writers of this process would only meet the same lock in SQLite.
         """
         while not own.done:
+            if joins:
+                self._gather()
             group = self._queue.pending() if joins else [own]
+            started = time.perf_counter()
             pause = self._run_group(group, own)
+            if joins:
+                self._last_group_callers = {write.caller for write in group}
+                self._last_attempt_s = time.perf_counter() - started
             if pause is not None and not own.done:
                 self._pause(pause)
+
+    def _gather(self) -> None:
+        """Before a group starts, give the last group's writers a moment to queue again.
+
+        Writers that were in the last group are back in the store a few hundred µs after
+        it committed with their next write; without this wait they would form a group of
+        their own one commit later (two half-size groups, twice the fsyncs). The wait
+        ends as soon as each of them has queued, and never lasts longer than the last
+        attempt took (capped at :data:`GATHER_MAX_S`): a writer that stopped writing costs
+        at most that once. A writer alone never waits.
+        """
+        expected = self._last_group_callers | {write.caller for write in self._queue.pending()}
+        if len(expected) > 1:
+            self._queue.gather(expected, min(GATHER_MAX_S, self._last_attempt_s))
 
     def _run_group(self, group: list[QueuedWrite[Any]], own: QueuedWrite[Any]) -> float | None:
         """One attempt at ``group``; every write that ends gets its outcome. Returns how
@@ -166,7 +189,7 @@ class UnitOfWork:
         try:
             committed = self._attempt(group)
         except _GroupBroken:
-            return None  # the write that broke it has its error; the others run again
+            return None  # the write that failed has its error; the others run again
         except _DRIVER_ERRORS as exc:
             return self._after_failed_attempt(group, exc)
         except Exception as exc:
@@ -225,9 +248,9 @@ class UnitOfWork:
     def _attempt(self, group: list[QueuedWrite[Any]]) -> list[tuple[QueuedWrite[Any], Any]]:
         """One try: BEGIN (IMMEDIATE on SQLite), run every write, COMMIT; roll back on error.
 
-        A write alone runs as it always did; in a group of several each runs inside a
-        savepoint, so one that raises is undone and told alone. Returns the writes that
-        are in the committed transaction, with their results.
+        A write alone runs as it always did; in a group, one that raises ends the attempt
+        (:meth:`_run_joined`). Returns the writes in the committed transaction, with their
+        results.
         """
         connection = self._connection()
         session = self._write_session
@@ -239,8 +262,8 @@ class UnitOfWork:
             with connection.begin() as transaction:
                 for write in group:
                     if joined:
-                        if self._run_joined(connection, write):
-                            committed.append((write, write.result))
+                        self._run_joined(connection, write)
+                        committed.append((write, write.result))
                     elif write.with_session:
                         result = write.work(session)
                         session.flush()
@@ -257,34 +280,25 @@ class UnitOfWork:
                 # Reused across writes (cheaper than a new one each time); close() empties it.
                 session.close()
 
-    def _run_joined(self, connection: Connection, write: QueuedWrite[Any]) -> bool:
-        """Run one write of a group inside its savepoint; ``False`` if it failed alone.
+    def _run_joined(self, connection: Connection, write: QueuedWrite[Any]) -> None:
+        """Run one write of a group; its result waits in ``write.result`` for the COMMIT.
 
-        Its result waits in ``write.result`` for the COMMIT (not ``done`` before that).
-        Lock and connection errors are the whole transaction's: they propagate.
+        A write that fails its own checks (a missing session, a value refused, any error
+        of its own) gets that error, and the transaction is rolled back: the rest of the
+        group runs again at once without it (:class:`_GroupBroken`), so its half-done
+        statements never reach the others' commit. That costs nothing while no write
+        fails, where a savepoint around each would cost two statements per write. Lock
+        and connection errors are the whole transaction's: they propagate.
         """
-        run_driver_sql(connection, SAVEPOINT, {})
         try:
             write.result = write.work(connection)
         except _DRIVER_ERRORS as exc:
             if is_retryable_conflict(exc) or is_server_unreachable(exc):
                 raise
-            self._undo_joined(connection, write, _translated(exc, write.operation))
-            return False
+            write.fail(_translated(exc, write.operation))
+            raise _GroupBroken from exc
         except Exception as exc:
-            self._undo_joined(connection, write, exc)
-            return False
-        run_driver_sql(connection, RELEASE, {})
-        return True
-
-    def _undo_joined(self, connection: Connection, write: QueuedWrite[Any], error: BaseException) -> None:
-        write.fail(error)
-        try:
-            run_driver_sql(connection, ROLLBACK_TO, {})
-            run_driver_sql(connection, RELEASE, {})
-        except _DRIVER_ERRORS as exc:
-            # The error took the whole transaction with it (SQLite does, on a full disk):
-            # the others did not fail, so they run again in a new one.
+            write.fail(exc)
             raise _GroupBroken from exc
 
     def _end_failed_transaction(self, connection: Connection) -> None:
@@ -415,7 +429,7 @@ def _driver_in_transaction(connection: Connection) -> bool:
 
 
 class _GroupBroken(Exception):
-    """A joined write's failure ended the whole transaction; the rest of the group reruns."""
+    """A joined write failed on its own: the transaction is rolled back, the rest reruns."""
 
 
 def _translated(error: BaseException, operation: str) -> BaseException:
