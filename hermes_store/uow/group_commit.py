@@ -27,7 +27,6 @@ class QueuedWrite(Generic[T]):
     """
 
     __slots__ = (
-        "caller",
         "conflicts",
         "done",
         "error",
@@ -38,9 +37,8 @@ class QueuedWrite(Generic[T]):
         "work",
     )
 
-    def __init__(self, work: Callable[[Any], T], operation: str, with_session: bool, caller: int) -> None:
+    def __init__(self, work: Callable[[Any], T], operation: str, with_session: bool) -> None:
         self.work = work
-        self.caller = caller
         self.operation = operation
         self.with_session = with_session
         self.conflicts = 0
@@ -95,11 +93,11 @@ class WriteQueue:
                 self._changed.wait()
             return not write.done
 
-    def gather(self, expected: set[int], timeout: float) -> None:
-        """The leader: wait up to ``timeout`` s until every caller in ``expected`` has a
-        write queued (the writers of the last group are usually about to send the next)."""
+    def gather(self, expected: int, timeout: float) -> None:
+        """The leader: wait up to ``timeout`` s until ``expected`` writes are queued (the
+        writers of the last group are usually about to send their next)."""
         with self._grown:
-            self._grown.wait_for(lambda: expected <= {w.caller for w in self._writes if not w.done}, timeout)
+            self._grown.wait_for(lambda: sum(not w.done for w in self._writes) >= expected, timeout)
 
     def pending(self) -> list[QueuedWrite[Any]]:
         """Every queued write not yet done, oldest first (the leader's next group)."""

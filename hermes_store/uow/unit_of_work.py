@@ -95,7 +95,7 @@ class UnitOfWork:
         # this process's writers queue for one connection anyway.
         self.groups_commits = self._backend.name == "sqlite"
         self._queue = WriteQueue()
-        self._last_group_callers: set[int] = set()
+        self._last_group_size = 0
         self._last_attempt_s = 0.0
         self.write_count = 0
         self.retry_count = 0
@@ -132,7 +132,7 @@ class UnitOfWork:
         caller = self._caller()
         if self._writer == caller:
             raise NestedWrite(operation)
-        write: QueuedWrite[T] = QueuedWrite(work, operation, with_session, caller)
+        write: QueuedWrite[T] = QueuedWrite(work, operation, with_session)
         # ORM-session writes run alone (a session's pending objects and flush belong to
         # one write); the facade's writes all use a Core connection and join.
         joins = self.groups_commits and not with_session
@@ -164,7 +164,7 @@ class UnitOfWork:
             started = time.perf_counter()
             pause = self._run_group(group, own)
             if joins:
-                self._last_group_callers = {write.caller for write in group}
+                self._last_group_size = len(group)
                 self._last_attempt_s = time.perf_counter() - started
             if pause is not None and not own.done:
                 self._pause(pause)
@@ -175,12 +175,12 @@ class UnitOfWork:
         Writers that were in the last group are back in the store a few hundred µs after
         it committed with their next write; without this wait they would form a group of
         their own one commit later (two half-size groups, twice the fsyncs). The wait
-        ends as soon as each of them has queued, and never lasts longer than the last
-        attempt took (capped at :data:`GATHER_MAX_S`): a writer that stopped writing costs
-        at most that once. A writer alone never waits.
+        ends as soon as as many writes are queued as the last group had, and never lasts
+        longer than the last attempt took (capped at :data:`GATHER_MAX_S`): a writer that
+        stopped writing costs at most that once. A writer alone never waits.
         """
-        expected = self._last_group_callers | {write.caller for write in self._queue.pending()}
-        if len(expected) > 1:
+        expected = self._last_group_size
+        if expected > 1 and len(self._queue) < expected:
             self._queue.gather(expected, min(GATHER_MAX_S, self._last_attempt_s))
 
     def _run_group(self, group: list[QueuedWrite[Any]], own: QueuedWrite[Any]) -> float | None:
