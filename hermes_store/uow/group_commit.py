@@ -89,8 +89,18 @@ class WriteQueue:
         with self._changed:
             self._writes.append(write)
             self._grown.notify()
-            while not write.done and self._writes[0] is not write:
-                self._changed.wait()
+            try:
+                while not write.done and self._writes[0] is not write:
+                    self._changed.wait()
+            except BaseException as exc:
+                # Interrupted while waiting (KeyboardInterrupt in the main thread): the
+                # write is withdrawn — no later group runs it — and, were it at the front,
+                # the next write must lead instead.
+                if not write.done:
+                    write.fail(exc)
+                self._writes = deque(w for w in self._writes if not w.done)
+                self._changed.notify_all()
+                raise
             return not write.done
 
     def gather(self, expected: int, timeout: float) -> None:

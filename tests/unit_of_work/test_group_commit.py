@@ -8,6 +8,7 @@ write must still get its own result or its own error, and nothing may be lost or
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import threading
 import time
@@ -206,3 +207,39 @@ def test_writes_of_an_orm_session_run_alone_and_the_queue_still_drains(store: Se
     assert all(isinstance(value, int) for value in outcomes.values.values())
     assert store.get_meta("orm") == "alone"
     assert store.get_session("s")["message_count"] == 2  # type: ignore[index]
+
+
+def test_a_writer_interrupted_while_queued_is_withdrawn_and_the_others_go_on(tmp_path: Path) -> None:
+    """Ctrl-C in a thread waiting for its group: its write never runs, nobody waits on it."""
+    uow = unit_of_work(tmp_path / "state.db")
+    outcomes = Outcomes()
+
+    def put(key: str) -> Callable[[], None]:
+        return lambda: uow.write_connection(lambda c: meta.put(c, key, "1"), f"writing {key}")
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with uow._lock:
+            leader = threading.Thread(target=outcomes.record, args=(0, put("leader")))
+            leader.start()
+            while len(uow._queue) < 1:
+                time.sleep(0.001)
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            with pytest.raises(KeyboardInterrupt):
+                put("interrupted")()  # queued behind the leader, waiting when the signal comes
+            later = threading.Thread(target=outcomes.record, args=(1, put("later")))
+            later.start()
+            while len(uow._queue) < 2:
+                time.sleep(0.001)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    leader.join(30)
+    later.join(30)
+    assert not later.is_alive() and outcomes.values == {0: None, 1: None}
+    with uow.read() as session:
+        assert [meta.get(session, key) for key in ("leader", "interrupted", "later")] == ["1", None, "1"]
+    uow.close()
