@@ -77,7 +77,7 @@ class BlockingAsyncSessionDB:
     def engine(self) -> Engine:
         """The async store's ``AsyncEngine.sync_engine``: where event listeners and
         instrumentation (OpenTelemetry's included) attach for an asyncio engine."""
-        return self.async_db.engine.sync_engine
+        return self.async_db.sync_engine
 
     def _sync_companion(self) -> SessionDB:
         if self._companion is None:

@@ -1,6 +1,7 @@
 """Calls that run to completion even when the task awaiting them is cancelled.
 
-A store call runs in a task of its own; the caller awaits it through
+A store call runs in a task of its own (or on a worker thread, whose future stands for
+it); the caller awaits it through
 :func:`asyncio.shield`. Cancelling the caller stops the *waiting* at once (the caller
 sees ``CancelledError``) but never the call: a write that has been started is carried
 out whole (committed, or rolled back on its own error), never stopped half-way, and
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
@@ -24,13 +25,14 @@ class CompletionGroup:
     """The store's calls in flight, each shielded from its caller's cancellation."""
 
     def __init__(self) -> None:
-        self._running: set[asyncio.Task[Any]] = set()
+        self._running: set[asyncio.Future[Any]] = set()
         # Calls whose caller stopped waiting: nobody else will see how they end.
-        self._orphaned: set[asyncio.Task[Any]] = set()
+        self._orphaned: set[asyncio.Future[Any]] = set()
 
-    async def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run ``coroutine`` in its own task; return its result or raise its error."""
-        task = asyncio.ensure_future(coroutine)
+    async def run(self, call: Awaitable[T]) -> T:
+        """Run ``call`` (a coroutine: in its own task; or a worker thread's future) to
+        completion; return its result or raise its error."""
+        task = asyncio.ensure_future(call)
         self._running.add(task)
         task.add_done_callback(self._finished)
         try:
@@ -40,7 +42,7 @@ class CompletionGroup:
                 self._orphaned.add(task)
             raise
 
-    def _finished(self, task: asyncio.Task[Any]) -> None:
+    def _finished(self, task: asyncio.Future[Any]) -> None:
         self._running.discard(task)
         orphaned = task in self._orphaned
         self._orphaned.discard(task)

@@ -25,9 +25,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from hermes_store.api.session_db import SessionDB
 from hermes_store.db.async_engine import create_async_engine
-from hermes_store.db.engine import adopt_engine, create_engine, parse_url, sqlite_path
+from hermes_store.db.engine import adopt_engine, parse_url, sqlite_path
 from hermes_store.db.memory import names_memory
-from hermes_store.db.urls import sync_driver_url
 from hermes_store.repository import lineage
 from hermes_store.uow.async_bridge import run_in_greenlet
 from hermes_store.uow.async_unit_of_work import AsyncUnitOfWork
@@ -35,11 +34,6 @@ from hermes_store.uow.async_unit_of_work import AsyncUnitOfWork
 T = TypeVar("T")
 # ":memory:": aiosqlite's in-memory database, reached through the engine's one connection.
 _IN_MEMORY = "sqlite+aiosqlite://"
-
-
-def _open_sync_facade(url: URL, auto_upgrade: bool) -> SessionDB:
-    """Open (create or migrate) the schema with the sync stack, as Alembic is sync."""
-    return SessionDB(engine=create_engine(url, poolclass=sa.pool.NullPool), auto_upgrade=auto_upgrade)
 
 
 class AsyncSessionDB:
@@ -104,25 +98,31 @@ class AsyncSessionDB:
         return self._store
 
     async def _bridge_facade(self) -> SessionDB:
-        url = self.engine.url
-        if url.get_backend_name() != "sqlite" or sqlite_path(url) is None:
-            # A server database is opened through the store's own engine, so the same
-            # connect arguments, server options and pool serve it (an injected engine's
-            # included); its waits are the async driver's, on the loop. In memory, only
-            # this engine's own connection holds the database (nothing to wait for).
-            return await run_in_greenlet(
-                SessionDB, engine=self.engine.sync_engine, auto_upgrade=self._auto_upgrade
+        if self.unit_of_work.runs_on_threads:
+            # SQLite: the sync store itself, opened (and migrated) on a worker thread.
+            return await self.unit_of_work.run(
+                SessionDB, engine=self.unit_of_work.sync_engine, auto_upgrade=self._auto_upgrade
             )
-        # Migrations run in a worker thread on a sync engine (Alembic and its lock waits
-        # are sync); the facade then works on the async engine through the loop's unit of work.
-        return await asyncio.to_thread(_open_sync_facade, sync_driver_url(url), self._auto_upgrade)
+        # A server database is opened through the store's own engine, so the same connect
+        # arguments, server options and pool serve it (an injected engine's included); its
+        # waits are the async driver's, on the loop.
+        return await run_in_greenlet(
+            SessionDB, engine=self.engine.sync_engine, auto_upgrade=self._auto_upgrade
+        )
 
     def _rebind(self, store: SessionDB) -> SessionDB:
-        if store.engine is not self.engine.sync_engine:
+        if store.engine is not self.unit_of_work.sync_engine:
             store.engine.dispose()
-            store.engine = self.engine.sync_engine
+            store.engine = self.unit_of_work.sync_engine
         store._uow = self.unit_of_work.sync
         return store
+
+    @property
+    def sync_engine(self) -> sa.Engine:
+        """The sync engine this store's statements run on: attach event listeners and
+        instrumentation here (on SQLite every call runs on worker threads with a sync
+        engine of its own; on PostgreSQL this is ``engine.sync_engine``)."""
+        return self.unit_of_work.sync_engine
 
     async def _call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         store = await self._facade()
@@ -136,10 +136,9 @@ class AsyncSessionDB:
         async with self._opening:
             store, self._store = self._store, None
         await self.unit_of_work.drain()
-        if store is not None:
-            await self.unit_of_work.run(store.close)
-        if self.unit_of_work.sync.owns_engine:
-            await self.engine.dispose()
+        # The store's close() closes the unit of work it runs on (never opened: close that).
+        await self.unit_of_work.run(store.close if store is not None else self.unit_of_work.sync.close)
+        await self.unit_of_work.release()
 
     async def __aenter__(self) -> AsyncSessionDB:
         return await self.open()
@@ -180,6 +179,10 @@ class AsyncSessionDB:
             codex_reasoning_items,
             codex_message_items,
         )
+
+    async def append_messages(self, session_id: str, messages_: Sequence[dict[str, Any]]) -> list[int]:
+        """Awaitable :meth:`SessionDB.append_messages`."""
+        return await self._call(SessionDB.append_messages, session_id, messages_)
 
     async def clear_messages(self, session_id: str) -> None:
         """Awaitable :meth:`SessionDB.clear_messages`."""

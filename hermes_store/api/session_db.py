@@ -429,6 +429,56 @@ class SessionDB:
         wrongly typed argument raises ``TypeError`` before anything is written.
         """
         require_str("session_id", session_id)
+        message = self._new_message(
+            role,
+            content,
+            tool_name,
+            tool_calls,
+            tool_call_id,
+            token_count,
+            finish_reason,
+            reasoning,
+            reasoning_content,
+            reasoning_details,
+            codex_reasoning_items,
+            codex_message_items,
+        )
+        return self._write(lambda db: messages.append(db, session_id, message), "appending a message")
+
+    def append_messages(self, session_id: str, messages_: Sequence[dict[str, Any]]) -> list[int]:
+        """Store a turn's messages in one transaction; returns their ids, in order.
+
+        Each entry is a dict of :meth:`append_message`'s keyword arguments (``role``
+        required). Rows, validation and counters are those of one :meth:`append_message`
+        per entry, but all are written or none: a wrongly typed entry raises
+        ``TypeError`` and an unknown session ``sqlite3.IntegrityError``, writing nothing.
+        """
+        require_str("session_id", session_id)
+        prepared = []
+        for entry in messages_:
+            if not isinstance(entry, dict):
+                raise TypeError(f"each message must be a dict, not {type(entry).__name__}")
+            prepared.append(self._new_message(**entry))
+        if not prepared:
+            return []
+        return self._write(lambda db: messages.append_many(db, session_id, prepared), "appending messages")
+
+    def _new_message(
+        self,
+        role: str,
+        content: Any = None,
+        tool_name: str | None = None,
+        tool_calls: Any = None,
+        tool_call_id: str | None = None,
+        token_count: int | None = None,
+        finish_reason: str | None = None,
+        reasoning: str | None = None,
+        reasoning_content: str | None = None,
+        reasoning_details: Any = None,
+        codex_reasoning_items: Any = None,
+        codex_message_items: Any = None,
+    ) -> messages.NewMessage:
+        """``append_message``'s arguments checked and encoded (``TypeError`` if mistyped)."""
         require_str("role", role)
         for name, value in (
             ("tool_name", tool_name),
@@ -439,7 +489,7 @@ class SessionDB:
         ):
             optional_str(name, value)
         optional_int("token_count", token_count)
-        message = conversation.new_message(
+        return conversation.new_message(
             role,
             content,
             encode_content=self._encode_content,
@@ -454,7 +504,6 @@ class SessionDB:
             codex_reasoning_items=codex_reasoning_items,
             codex_message_items=codex_message_items,
         )
-        return self._write(lambda db: messages.append(db, session_id, message), "appending a message")
 
     def replace_messages(self, session_id: str, messages_: Sequence[dict[str, Any]]) -> None:
         """Atomically replace a session's transcript with ``messages_`` (OpenAI-style dicts)."""

@@ -19,7 +19,6 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.ext.asyncio import create_async_engine as sa_create_async_engine
 
-from hermes_store.db.aiosqlite_driver import one_hop_dbapi
 from hermes_store.db.engine import (
     BUSY_TIMEOUT_S,
     build_engine,
@@ -58,13 +57,11 @@ def create_async_engine(
     for :func:`sqlalchemy.ext.asyncio.create_async_engine`.
     """
     url = resolve_async_url(target)
-    if url.get_backend_name() == "sqlite":
-        engine_kwargs.setdefault("module", one_hop_dbapi())
-        if sqlite_path(url) is not None and "poolclass" not in engine_kwargs:
-            # A connection is a worker thread here; keep them instead of opening overflow
-            # ones (thread start, connect, pragmas) and closing them again in bursts.
-            engine_kwargs.setdefault("pool_size", 12)
-            engine_kwargs.setdefault("max_overflow", 0)
+    if url.get_backend_name() == "sqlite" and sqlite_path(url) is not None and "poolclass" not in engine_kwargs:
+        # A connection is a worker thread here; keep them instead of opening overflow
+        # ones (thread start, connect, pragmas) and closing them again in bursts.
+        engine_kwargs.setdefault("pool_size", 12)
+        engine_kwargs.setdefault("max_overflow", 0)
     return build_engine(
         url,
         sa_create_async_engine,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.engine import Connection
 
 from hermes_store.db.backends import backend_for
 from hermes_store.db.execution import Bind, connection_of, driver_sql_result, fetch_dicts, run, run_driver_sql
@@ -87,7 +88,7 @@ _INSERT_MESSAGE_RETURNING_ID = _INSERT_MESSAGE + " RETURNING id"
 # COALESCE: a row written by other code may hold NULL counters (upstream's columns only
 # default to 0); NULL + 1 would stay NULL.
 _BUMP_COUNTERS = (
-    "UPDATE sessions SET message_count = COALESCE(message_count, 0) + 1, "
+    "UPDATE sessions SET message_count = COALESCE(message_count, 0) + :messages, "
     "tool_call_count = COALESCE(tool_call_count, 0) + :tool_calls WHERE id = :session_id"
 )
 
@@ -98,6 +99,32 @@ def append(db: Bind, session_id: str, message: NewMessage) -> int:
     Raises SQLAlchemy's ``IntegrityError`` when the session does not exist.
     """
     connection = connection_of(db)
+    new_id = _insert(connection, session_id, message)
+    bump = {"session_id": session_id, "messages": 1, "tool_calls": message.tool_call_units}
+    run_driver_sql(connection, _BUMP_COUNTERS, bump)
+    return new_id
+
+
+def append_many(db: Bind, session_id: str, messages: Sequence[NewMessage]) -> list[int]:
+    """Insert ``messages`` in order and bump the session's counters once; returns the new ids.
+
+    The same rows and counters as :func:`append` called for each message, with one counter
+    update for all of them. Raises SQLAlchemy's ``IntegrityError`` when the session does
+    not exist.
+    """
+    connection = connection_of(db)
+    new_ids = [_insert(connection, session_id, message) for message in messages]
+    if new_ids:
+        bump = {
+            "session_id": session_id,
+            "messages": len(new_ids),
+            "tool_calls": sum(message.tool_call_units for message in messages),
+        }
+        run_driver_sql(connection, _BUMP_COUNTERS, bump)
+    return new_ids
+
+
+def _insert(connection: Connection, session_id: str, message: NewMessage) -> int:
     row = message.row(session_id, time.time())
     # Driver SQL skips column types: map content as the column type (MessageContent) would.
     to_storage = backend_for(connection).content_bind_processor()
@@ -109,8 +136,6 @@ def append(db: Bind, session_id: str, message: NewMessage) -> int:
         new_id = driver_sql_result(connection, _INSERT_MESSAGE, row).lastrowid
     else:
         new_id = run_driver_sql(connection, _INSERT_MESSAGE_RETURNING_ID, row)[0][0]
-    bump = {"session_id": session_id, "tool_calls": message.tool_call_units}
-    run_driver_sql(connection, _BUMP_COUNTERS, bump)
     return int(new_id)  # type: ignore[arg-type]
 
 

@@ -2,12 +2,18 @@
 
 :class:`AsyncUnitOfWork` runs the sync :class:`~hermes_store.uow.unit_of_work.UnitOfWork`
 — the same attempt loop, retry classification, attempt budget, ``WriteConflict``,
-``BEGIN IMMEDIATE`` and checkpoints — inside a greenlet on an
-:class:`~sqlalchemy.ext.asyncio.AsyncEngine`. Three things differ: writers of one loop
-queue on an :class:`asyncio.Lock` instead of a thread lock and the jittered pause
-between attempts is ``asyncio.sleep`` (so the event loop is never blocked), and the
-writer a nested write is recognised by is the store call's task, not the thread (all
-tasks share one). SQLite's busy timeout is spent in aiosqlite's worker thread.
+``BEGIN IMMEDIATE``, group commit and checkpoints — in one of two ways:
+
+* **SQLite**: a store call runs whole on a worker thread of the unit of work's own pool,
+  on a sync engine for the same file — one hop from the loop and back per call, however
+  many statements the call makes. Lock waits, SQLite's busy timeout and the pause between
+  attempts all happen in that thread, never on the loop, and the writes of concurrent
+  tasks join one group commit, exactly as the threads of a sync store do.
+* **PostgreSQL** (real async I/O, psycopg's async mode or asyncpg): the same code runs in
+  a greenlet on an :class:`~sqlalchemy.ext.asyncio.AsyncEngine` (:class:`LoopUnitOfWork`);
+  writers of one loop queue on an :class:`asyncio.Lock`, the jittered pause is
+  ``asyncio.sleep``, and the writer a nested write is recognised by is the store call's
+  task.
 
 Every call runs to completion even if the awaiting task is cancelled (see
 :mod:`hermes_store.api.async_completion`): a write is either committed whole or not at all.
@@ -15,14 +21,20 @@ Every call runs to completion even if the awaiting task is cancelled (see
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from sqlalchemy import orm
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import StaticPool
 
 from hermes_store.api.async_completion import CompletionGroup
+from hermes_store.db.engine import create_engine, sqlite_path
+from hermes_store.db.urls import sync_driver_url
 from hermes_store.uow.async_bridge import GreenletLock, current_call, pause, run_in_greenlet
 from hermes_store.uow.unit_of_work import (
     CHECKPOINT_EVERY_N_WRITES,
@@ -34,6 +46,23 @@ from hermes_store.uow.unit_of_work import (
 
 T = TypeVar("T")
 
+WORKER_THREADS = 32
+"""Worker threads of one SQLite :class:`AsyncUnitOfWork`: how many calls run at once (and
+so how many writes one group commit can gather); the rest queue in the pool."""
+
+
+def sqlite_store_engine(engine: AsyncEngine) -> Engine:
+    """The sync engine a SQLite :class:`AsyncUnitOfWork` runs its calls on: the same
+    database as ``engine``, with the sync store's settings (WAL, pragmas, BEGIN IMMEDIATE)."""
+    url = sync_driver_url(engine.url)
+    if sqlite_path(url) is None:
+        # In memory: the database lives in its one connection, shared by the (single)
+        # worker thread.
+        return create_engine(url, prepare=True, poolclass=StaticPool)
+    # A connection for each worker thread plus the write connection, kept: no overflow
+    # connections opened (pragmas, WAL index) and closed again under bursts of calls.
+    return create_engine(url, prepare=True, pool_size=WORKER_THREADS + 1, max_overflow=0)
+
 
 class LoopUnitOfWork(UnitOfWork):
     """The sync unit of work, for code running in a greenlet on an AsyncEngine's loop."""
@@ -42,6 +71,9 @@ class LoopUnitOfWork(UnitOfWork):
         super().__init__(engine.sync_engine, **policy)
         # Same critical sections as the sync store, but waiting on the loop, not a thread.
         self._lock = GreenletLock()  # type: ignore[assignment]
+        # Followers of a group commit sleep on a thread condition, which would stop the
+        # loop; a database server commits connections in parallel anyway.
+        self.groups_commits = False
 
     def _pause(self, seconds: float) -> None:
         pause(seconds)
@@ -75,15 +107,36 @@ class AsyncUnitOfWork:
         owns_engine: bool = True,
     ) -> None:
         self.engine = engine
-        self.sync = LoopUnitOfWork(
-            engine,
-            max_attempts=max_attempts,
-            retry_min_s=retry_min_s,
-            retry_max_s=retry_max_s,
-            checkpoint_every=checkpoint_every,
-            owns_engine=owns_engine,
-        )
+        self.owns_engine = owns_engine
+        policy: dict[str, Any] = {
+            "max_attempts": max_attempts,
+            "retry_min_s": retry_min_s,
+            "retry_max_s": retry_max_s,
+            "checkpoint_every": checkpoint_every,
+        }
+        self._threads: ThreadPoolExecutor | None = None
+        self.sync: UnitOfWork
+        if engine.url.get_backend_name() == "sqlite":
+            # The sync engine is always ours; ``engine`` stays for the caller's own use.
+            self.sync = UnitOfWork(sqlite_store_engine(engine), owns_engine=True, **policy)
+            in_memory = sqlite_path(engine.url) is None
+            self._threads = ThreadPoolExecutor(
+                max_workers=1 if in_memory else WORKER_THREADS, thread_name_prefix="hermes-store"
+            )
+        else:
+            self.sync = LoopUnitOfWork(engine, owns_engine=owns_engine, **policy)
         self._calls = CompletionGroup()
+
+    @property
+    def runs_on_threads(self) -> bool:
+        """Whether calls run whole on worker threads (SQLite) rather than on the loop."""
+        return self._threads is not None
+
+    @property
+    def sync_engine(self) -> Engine:
+        """The sync engine the store's statements run on: where event listeners attach
+        (``engine.sync_engine`` on PostgreSQL, the worker threads' engine on SQLite)."""
+        return self.sync.engine
 
     @property
     def write_count(self) -> int:
@@ -121,8 +174,15 @@ class AsyncUnitOfWork:
         return await self.run(in_read_session)
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run synchronous store code that uses :attr:`sync`, to completion, on the loop."""
-        return await self._calls.run(run_in_greenlet(fn, *args, **kwargs))
+        """Run synchronous store code that uses :attr:`sync` to completion: whole on a
+        worker thread (SQLite), or in a greenlet whose driver I/O awaits on the loop."""
+        call: Awaitable[T]
+        if self._threads is None:
+            call = run_in_greenlet(fn, *args, **kwargs)
+        else:
+            loop = asyncio.get_running_loop()
+            call = loop.run_in_executor(self._threads, functools.partial(fn, *args, **kwargs))
+        return await self._calls.run(call)
 
     async def checkpoint(self) -> None:
         """Best-effort PASSIVE WAL checkpoint on SQLite (never raises)."""
@@ -138,6 +198,12 @@ class AsyncUnitOfWork:
         The engine's pool is disposed only when the engine is ours (``owns_engine``).
         """
         await self.drain()
-        await run_in_greenlet(self.sync.close)
-        if self.sync.owns_engine:
+        await self.run(self.sync.close)
+        await self.release()
+
+    async def release(self) -> None:
+        """After :attr:`sync` is closed: stop the worker threads, dispose the engine if ours."""
+        if self._threads is not None:
+            self._threads.shutdown(wait=False)  # idle: every call has finished
+        if self.owns_engine:
             await self.engine.dispose()

@@ -29,9 +29,10 @@ from sqlalchemy.engine import Connection, Engine, RootTransaction
 from hermes_store.db.backends import backend_for
 from hermes_store.db.engine import write_engine
 from hermes_store.db.server_errors import is_server_unreachable
-from hermes_store.db.sqlite_errors import is_retryable_conflict, raise_translated
+from hermes_store.db.sqlite_errors import is_retryable_conflict, raise_translated, translate
 from hermes_store.errors import NestedWrite, ServerUnavailable, WriteConflict
 from hermes_store.uow.fork_safety import forget_in_child
+from hermes_store.uow.group_commit import QueuedWrite, WriteQueue
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ CHECKPOINT_EVERY_N_WRITES = 50
 RECONNECT_WAIT_S = 15.0
 """How long a write keeps reconnecting while the database server is unreachable."""
 _IDLE_READERS_KEPT = 8
+GATHER_MAX_S = 0.002
+"""The longest a group commit waits for the last group's writers to queue again."""
 
 
 class UnitOfWork:
@@ -89,6 +92,12 @@ class UnitOfWork:
         self._lock = threading.Lock()
         # The thread inside write(), so that a nested write fails instead of deadlocking.
         self._writer: int | None = None
+        # Group commit (uow/group_commit.py) on SQLite, where each commit is an fsync and
+        # this process's writers queue for one connection anyway.
+        self.groups_commits = self._backend.name == "sqlite"
+        self._queue = WriteQueue()
+        self._last_group_size = 0
+        self._last_attempt_s = 0.0
         self.write_count = 0
         self.retry_count = 0
         forget_in_child(self, _forget_connections)
@@ -122,34 +131,105 @@ class UnitOfWork:
         return self._write(work, operation, with_session=False)
 
     def _write(self, work: Callable[[Any], T], operation: str, *, with_session: bool) -> T:
-        if self._writer == self._caller():
+        caller = self._caller()
+        if self._writer == caller:
             raise NestedWrite(operation)
-        conflicts = 0
-        reconnect_deadline: float | None = None
-        while True:
+        write: QueuedWrite[T] = QueuedWrite(work, operation, with_session)
+        # ORM-session writes run alone (a session's pending objects and flush belong to
+        # one write); the facade's writes all use a Core connection and join.
+        joins = self.groups_commits and not with_session
+        if joins and not self._queue.wait_for_turn(write):
+            return write.outcome()  # committed (or refused) in a group another thread led
+        try:
             with self._lock:
-                self._writer = self._caller()
+                self._writer = caller
                 try:
-                    result = self._attempt(work, with_session)
-                except _DRIVER_ERRORS as exc:
-                    if is_server_unreachable(exc):
-                        now = time.monotonic()
-                        reconnect_deadline = reconnect_deadline or now + self.reconnect_wait_s
-                        if now >= reconnect_deadline:
-                            raise_translated(exc, operation)
-                    elif not is_retryable_conflict(exc):
-                        raise_translated(exc, operation)
-                    else:
-                        conflicts += 1
-                        if conflicts >= self.max_attempts:
-                            raise WriteConflict(operation, self.max_attempts, exc) from None
-                else:
-                    self._count_success()
-                    return result
+                    self._lead(write, joins)
                 finally:
                     self._writer = None
-            self.retry_count += 1
-            self._pause(random.uniform(self.retry_min_s, self.retry_max_s))
+        finally:
+            if joins:
+                self._queue.release()
+        return write.outcome()
+
+    def _lead(self, own: QueuedWrite[Any], joins: bool) -> None:
+        """Holding the writer lock: run groups (with retries) until ``own`` is done.
+
+        Each round takes every queued write, so writes that arrived during a commit or a
+        retry pause join the next attempt. The pause between attempts is taken holding the
+        lock: the other writers of this process would only meet the same lock in SQLite.
+        """
+        while not own.done:
+            if joins:
+                self._gather()
+            group = self._queue.pending() if joins else [own]
+            started = time.perf_counter()
+            pause = self._run_group(group, own)
+            if joins:
+                self._last_group_size = len(group)
+                self._last_attempt_s = time.perf_counter() - started
+            if pause is not None and not own.done:
+                self._pause(pause)
+
+    def _gather(self) -> None:
+        """Before a group starts, give the last group's writers a moment to queue again.
+
+        Writers that were in the last group are back in the store a few hundred µs after
+        it committed with their next write; without this wait they would form a group of
+        their own one commit later (two half-size groups, twice the fsyncs). The wait
+        ends as soon as as many writes are queued as the last group had, and never lasts
+        longer than the last attempt took (capped at :data:`GATHER_MAX_S`): a writer that
+        stopped writing costs at most that once. A writer alone never waits.
+        """
+        expected = self._last_group_size
+        if expected > 1 and len(self._queue) < expected:
+            self._queue.gather(expected, min(GATHER_MAX_S, self._last_attempt_s))
+
+    def _run_group(self, group: list[QueuedWrite[Any]], own: QueuedWrite[Any]) -> float | None:
+        """One attempt at ``group``; every write that ends gets its outcome. Returns how
+        long to pause before the next attempt (``None``: go on at once)."""
+        try:
+            committed = self._attempt(group)
+        except _GroupBroken:
+            return None  # the write that failed has its error; the others run again
+        except _DRIVER_ERRORS as exc:
+            return self._after_failed_attempt(group, exc)
+        except Exception as exc:
+            # Raised by the only write of the group, or by BEGIN/COMMIT for all of them.
+            for write in group:
+                write.fail(exc)
+            return None
+        except BaseException as exc:
+            # Interrupted (KeyboardInterrupt, a cancelled task): the others were rolled back
+            # with it and stay queued for the next leader; only the leader's own write
+            # ends, with the interruption its caller is about to see.
+            own.fail(exc)
+            raise
+        for write, result in committed:
+            write.succeed(result)
+        self._count_success(len(committed))
+        return None
+
+    def _after_failed_attempt(self, group: list[QueuedWrite[Any]], exc: BaseException) -> float | None:
+        """Classify a driver error that rolled the whole attempt back (the write contract)."""
+        if is_server_unreachable(exc):
+            now = time.monotonic()
+            for write in group:
+                write.reconnect_deadline = write.reconnect_deadline or now + self.reconnect_wait_s
+                if now >= write.reconnect_deadline:
+                    write.fail(_translated(exc, write.operation))
+        elif not is_retryable_conflict(exc):
+            for write in group:
+                write.fail(_translated(exc, write.operation))
+        else:
+            for write in group:
+                write.conflicts += 1
+                if write.conflicts >= self.max_attempts:
+                    write.fail(WriteConflict(write.operation, self.max_attempts, exc))
+        if all(write.done for write in group):
+            return None
+        self.retry_count += 1
+        return random.uniform(self.retry_min_s, self.retry_max_s)
 
     def _caller(self) -> int:
         """Who is writing: the thread (the asyncio unit of work says: the store call)."""
@@ -159,32 +239,69 @@ class UnitOfWork:
         """Wait between attempts (the asyncio unit of work waits without blocking its loop)."""
         time.sleep(seconds)
 
-    def _attempt(self, work: Callable[[Any], T], with_session: bool) -> T:
-        """One try: BEGIN (IMMEDIATE on SQLite), run ``work``, COMMIT; roll back on error."""
+    def _connection(self) -> Connection:
         connection = self._write_connection
         if connection is None or connection.closed or connection.invalidated:
             self._write_connection = None
             connection = self._write_connection = self._write_engine.connect()
             self._write_session = orm.Session(bind=connection, expire_on_commit=False)
+        return connection
+
+    def _attempt(self, group: list[QueuedWrite[Any]]) -> list[tuple[QueuedWrite[Any], Any]]:
+        """One try: BEGIN (IMMEDIATE on SQLite), run every write, COMMIT; roll back on error.
+
+        A write alone runs as it always did; in a group, one that raises ends the attempt
+        (:meth:`_run_joined`). Returns the writes in the committed transaction, with their
+        results.
+        """
+        connection = self._connection()
         session = self._write_session
+        joined = len(group) > 1
+        committed: list[tuple[QueuedWrite[Any], Any]] = []
         try:
             # Committed inside the block so a COMMIT that fails is told apart (_commit);
             # the context manager still rolls back whatever state a failure leaves.
             with connection.begin() as transaction:
-                if with_session:
-                    result = work(session)
-                    session.flush()
-                else:
-                    result = work(connection)
+                for write in group:
+                    if joined:
+                        self._run_joined(connection, write)
+                        committed.append((write, write.result))
+                    elif write.with_session:
+                        result = write.work(session)
+                        session.flush()
+                        committed.append((write, result))
+                    else:
+                        committed.append((write, write.work(connection)))
                 _commit(transaction)
-            return result
+            return committed
         except BaseException:
             self._end_failed_transaction(connection)
             raise
         finally:
-            if with_session:
+            if not joined and group[0].with_session:
                 # Reused across writes (cheaper than a new one each time); close() empties it.
                 session.close()
+
+    def _run_joined(self, connection: Connection, write: QueuedWrite[Any]) -> None:
+        """Run one write of a group; its result waits in ``write.result`` for the COMMIT.
+
+        A write that fails its own checks (a missing session, a value refused, any error
+        of its own) gets that error, and the transaction is rolled back: the rest of the
+        group runs again at once without it (:class:`_GroupBroken`), so its half-done
+        statements never reach the others' commit. That costs nothing while no write
+        fails, where a savepoint around each would cost two statements per write. Lock
+        and connection errors are the whole transaction's: they propagate.
+        """
+        try:
+            write.result = write.work(connection)
+        except _DRIVER_ERRORS as exc:
+            if is_retryable_conflict(exc) or is_server_unreachable(exc):
+                raise
+            write.fail(_translated(exc, write.operation))
+            raise _GroupBroken from exc
+        except Exception as exc:
+            write.fail(exc)
+            raise _GroupBroken from exc
 
     def _end_failed_transaction(self, connection: Connection) -> None:
         """Leave no transaction open after a failed attempt, whatever SQLAlchemy believes.
@@ -264,12 +381,14 @@ class UnitOfWork:
             else:
                 connection.close()
 
-    def _count_success(self) -> None:
-        self.write_count += 1
+    def _count_success(self, writes: int = 1) -> None:
+        before = self.write_count
+        self.write_count += writes
         # Still holding the writer lock, right after a commit: the write connection is idle
         # and ours. Another would cost a pool checkout and its own read of the WAL index.
         connection = self._write_connection
-        if connection is not None and self.checkpoint_every and self.write_count % self.checkpoint_every == 0:
+        every = self.checkpoint_every
+        if connection is not None and every and before // every != self.write_count // every:
             self._checkpoint_on(connection)
 
     def checkpoint(self) -> None:
@@ -309,6 +428,18 @@ class UnitOfWork:
 def _driver_in_transaction(connection: Connection) -> bool:
     """Whether the DBAPI connection itself says a transaction is open (sqlite3 does)."""
     return bool(getattr(connection.connection.driver_connection, "in_transaction", False))
+
+
+class _GroupBroken(Exception):
+    """A joined write failed on its own: the transaction is rolled back, the rest reruns."""
+
+
+def _translated(error: BaseException, operation: str) -> BaseException:
+    """What the caller sees for a driver error (:func:`translate`), chained to it."""
+    translated = translate(error, operation)
+    if translated is not error:
+        translated.__cause__ = error
+    return translated
 
 
 def _commit(transaction: RootTransaction) -> None:

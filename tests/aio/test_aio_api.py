@@ -119,7 +119,7 @@ def test_writes_begin_immediate_and_every_statement_reaches_cursor_events(store_
 
     async def scenario() -> None:
         async with AsyncSessionDB(store_path) as db:
-            event.listen(db.engine.sync_engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
+            event.listen(db.sync_engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
             await db.create_session("s", "cli")
             await db.append_message("s", "user", "seen by events")
             await db.search_messages("events")
@@ -128,6 +128,30 @@ def test_writes_begin_immediate_and_every_statement_reaches_cursor_events(store_
     assert "BEGIN IMMEDIATE" in seen
     assert any(s.lstrip().upper().startswith("INSERT INTO MESSAGES") for s in seen), seen
     assert any("messages_fts" in s for s in seen), seen
+
+
+def test_on_sqlite_a_call_runs_whole_on_one_worker_thread(store_path: Path) -> None:
+    """One hop per call: every statement of a call runs on the same thread, not the loop's."""
+    import threading
+
+    seen: list[tuple[str, int]] = []
+
+    async def scenario() -> tuple[int, list[tuple[str, int]]]:
+        async with AsyncSessionDB(store_path) as db:
+            await db.create_session("s", "cli")
+            event.listen(
+                db.sync_engine,
+                "before_cursor_execute",
+                lambda *a: seen.append((a[2], threading.get_ident())),
+            )
+            await db.append_message("s", "user", "one hop")
+            return threading.get_ident(), list(seen)  # not close()'s checkpoint, another call
+
+    loop_thread, threads = asyncio.run(scenario())
+    statements = [statement.split()[0].upper() for statement, _thread in threads]
+    assert statements[0] == "BEGIN" and "INSERT" in statements and "COMMIT" not in statements[:1]
+    assert len({thread for _statement, thread in threads}) == 1
+    assert threads[0][1] != loop_thread
 
 
 def test_a_lock_held_past_the_attempt_budget_raises_write_conflict(
@@ -246,9 +270,9 @@ def test_an_injected_engine_gets_our_settings_and_stays_the_callers(store_path: 
 
     async def scenario() -> tuple[object, int]:
         engine = plain_async_engine(f"sqlite+aiosqlite:///{store_path}")
-        event.listen(engine.sync_engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
         try:
             async with AsyncSessionDB(engine=engine) as db:
+                event.listen(db.sync_engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
                 await db.create_session("s", "cli")
                 async with engine.connect() as connection:
                     mode = (await connection.exec_driver_sql("PRAGMA journal_mode")).scalar()
@@ -263,8 +287,8 @@ def test_an_injected_engine_gets_our_settings_and_stays_the_callers(store_path: 
     assert "BEGIN IMMEDIATE" in seen
 
 
-def test_a_read_is_one_snapshot_although_its_begin_travels_with_its_first_statement(store_path: Path) -> None:
-    """The one-hop driver sends a read's deferred BEGIN with its first statement."""
+def test_a_read_is_one_snapshot(store_path: Path) -> None:
+    """A read transaction's statements all see the snapshot its first statement took."""
     import sqlite3
 
     async def scenario() -> tuple[int, int, int]:

@@ -92,6 +92,9 @@ def _arrange(db: SessionDB) -> None:
 # One call per public method, each after _arrange.
 CALLS: dict[str, Callable[[SessionDB], object]] = {
     "append_message": lambda db: db.append_message("tip", "assistant", "ok", tool_calls=[{"id": "x"}]),
+    "append_messages": lambda db: db.append_messages(
+        "tip", [{"role": "assistant", "content": "ok", "tool_calls": [{"id": "y"}]}, {"role": "tool"}]
+    ),
     "clear_messages": lambda db: db.clear_messages("tip"),
     "close": lambda db: db.close(),
     "create_session": lambda db: db.create_session("new", "cli", model_config={"a": 1}),

@@ -1,0 +1,67 @@
+"""Upstream Hermes' own ``SessionDB``, loaded at run time from the local mirror.
+
+The benchmarks compare hermes_store with the real thing, not a re-implementation:
+``hermes_state.py`` at the pinned commit is extracted with ``git show`` into a temporary
+folder (never into this repository) and imported from there under its own module name.
+Its two imports from the rest of Hermes get minimal stand-ins written here
+(``hermes_constants.get_hermes_home`` and ``agent.memory_manager.sanitize_context``, which
+only replay uses). Without the mirror, :func:`upstream_folder` returns ``None`` and the
+benchmarks skip the upstream column with a message.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+MIRROR = Path("/work/.mirror/0xK8oX+hermes-agent/repo")
+COMMIT = "c5b4c481656634ff919b214a037b830077d3bbd1"
+MODULE_NAME = "upstream_hermes_state"
+
+_STANDINS = {
+    "hermes_constants.py": (
+        "import os\nfrom pathlib import Path\n\n\n"
+        "def get_hermes_home():\n"
+        "    return Path(os.environ.get('HERMES_HOME') or Path.home() / '.hermes')\n"
+    ),
+    "agent/__init__.py": "",
+    "agent/memory_manager.py": "def sanitize_context(text):\n    return text\n",
+}
+
+
+def upstream_folder() -> Path | None:
+    """A temporary folder holding upstream's ``hermes_state.py`` and its stand-ins, or
+    ``None`` (with the reason on stderr) when the mirror cannot provide it."""
+    if not MIRROR.exists():
+        print(f"upstream column skipped: no Hermes mirror at {MIRROR}", file=sys.stderr)
+        return None
+    shown = subprocess.run(
+        ["git", "-C", str(MIRROR), "show", f"{COMMIT}:hermes_state.py"], capture_output=True, text=True
+    )
+    if shown.returncode != 0:
+        print(f"upstream column skipped: git show failed: {shown.stderr.strip()}", file=sys.stderr)
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="hermes-upstream-"))
+    (folder / f"{MODULE_NAME}.py").write_text(shown.stdout, encoding="utf-8")
+    for name, text in _STANDINS.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def upstream_session_db(folder: Path) -> Any:
+    """Upstream's ``SessionDB`` class, imported from ``folder`` (see :func:`upstream_folder`)."""
+    module = sys.modules.get(MODULE_NAME)
+    if module is None:
+        if str(folder) not in sys.path:
+            sys.path.append(str(folder))  # after ours: only its stand-in imports come from here
+        spec = importlib.util.spec_from_file_location(MODULE_NAME, folder / f"{MODULE_NAME}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[MODULE_NAME] = module
+        spec.loader.exec_module(module)
+    return module.SessionDB

@@ -1,0 +1,121 @@
+"""Group commit: writes that queue while a commit is in flight share the next transaction.
+
+A write to SQLite costs one ``fsync`` at ``COMMIT``; while it waits for the disk, the other
+writers of the process wait for the writer lock. Instead of each then paying for its own
+transaction and ``fsync`` in turn, every write joins a queue (:class:`WriteQueue`) before
+taking the lock, and whoever gets the lock next runs *every* queued write in one
+transaction, commits once, and hands each write its own outcome
+(:class:`QueuedWrite`). The writers whose writes were in the group wake up with their
+results and never touch the lock. The unit of work (:mod:`hermes_store.uow.unit_of_work`) does the
+running; this module holds the queue and the per-write bookkeeping.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+class QueuedWrite(Generic[T]):
+    """One write waiting for (or done in) a group's transaction, with its own outcome.
+
+    Each write keeps its own attempt count and reconnect deadline, so a write that joined a
+    retried group late has as many attempts as one that ran alone.
+    """
+
+    __slots__ = (
+        "conflicts",
+        "done",
+        "error",
+        "operation",
+        "reconnect_deadline",
+        "result",
+        "with_session",
+        "work",
+    )
+
+    def __init__(self, work: Callable[[Any], T], operation: str, with_session: bool) -> None:
+        self.work = work
+        self.operation = operation
+        self.with_session = with_session
+        self.conflicts = 0
+        self.reconnect_deadline: float | None = None
+        self.done = False
+        self.result: T | None = None
+        self.error: BaseException | None = None
+
+    def succeed(self, result: T) -> None:
+        """Record the committed result."""
+        self.result = result
+        self.done = True
+
+    def fail(self, error: BaseException) -> None:
+        """Record the error this write's caller will see."""
+        self.error = error
+        self.done = True
+
+    def outcome(self) -> T:
+        """The result, or raise the error (in the caller's own thread or task)."""
+        if self.error is not None:
+            raise self.error
+        return self.result  # type: ignore[return-value]
+
+
+class WriteQueue:
+    """Writes waiting for their transaction, in arrival order (thread-safe).
+
+    The write at the front is the *leader*: its thread takes the writer lock and runs every
+    write queued at that moment as one group, while the others sleep until theirs is done.
+    A write leaves the queue only once it is done, so the one at the front after a group
+    ends — the first that arrived after that group was taken, or one a retry left
+    unfinished — leads the next. Arrival order is the order a group runs its writes in, so
+    appends to one session keep their order.
+    """
+
+    def __init__(self) -> None:
+        self._writes: deque[QueuedWrite[Any]] = deque()
+        mutex = threading.Lock()
+        self._changed = threading.Condition(mutex)  # followers: a group ended
+        self._grown = threading.Condition(mutex)  # the leader: a write arrived
+
+    def __len__(self) -> int:
+        return len(self._writes)
+
+    def wait_for_turn(self, write: QueuedWrite[Any]) -> bool:
+        """Queue ``write`` and sleep until it is done (``False``) or leads (``True``)."""
+        with self._changed:
+            self._writes.append(write)
+            self._grown.notify()
+            try:
+                while not write.done and self._writes[0] is not write:
+                    self._changed.wait()
+            except BaseException as exc:
+                # Interrupted while waiting (KeyboardInterrupt in the main thread): the
+                # write is withdrawn — no later group runs it — and, were it at the front,
+                # the next write must lead instead.
+                if not write.done:
+                    write.fail(exc)
+                self._writes = deque(w for w in self._writes if not w.done)
+                self._changed.notify_all()
+                raise
+            return not write.done
+
+    def gather(self, expected: int, timeout: float) -> None:
+        """The leader: wait up to ``timeout`` s until ``expected`` writes are queued (the
+        writers of the last group are usually about to send their next)."""
+        with self._grown:
+            self._grown.wait_for(lambda: sum(not w.done for w in self._writes) >= expected, timeout)
+
+    def pending(self) -> list[QueuedWrite[Any]]:
+        """Every queued write not yet done, oldest first (the leader's next group)."""
+        with self._changed:
+            return [write for write in self._writes if not write.done]
+
+    def release(self) -> None:
+        """Drop the writes that are done and wake their callers (and the next leader)."""
+        with self._changed:
+            self._writes = deque(write for write in self._writes if not write.done)
+            self._changed.notify_all()
