@@ -57,7 +57,7 @@ def create_async_engine(
     for :func:`sqlalchemy.ext.asyncio.create_async_engine`.
     """
     url = resolve_async_url(target)
-    if url.get_backend_name() == "sqlite" and sqlite_path(url) is not None and "poolclass" not in engine_kwargs:
+    if sqlite_path(url) is not None and "poolclass" not in engine_kwargs:  # a SQLite file
         # A connection is a worker thread here; keep them instead of opening overflow
         # ones (thread start, connect, pragmas) and closing them again in bursts.
         engine_kwargs.setdefault("pool_size", 12)
