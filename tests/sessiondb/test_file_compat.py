@@ -4,7 +4,8 @@
     through SessionDB;
 (b) a file written by SessionDB reads correctly with plain sqlite3 the way upstream reads,
     and holds exactly upstream's schema objects plus ``alembic_version``;
-(c) the real upstream ``SessionDB`` (``/tmp/upstream_state.py``, when present) and ours
+(c) the real upstream ``SessionDB`` (``/tmp/upstream_state.py``, else extracted from the Hermes
+    mirror by ``benchmarks.upstream``, when either is present) and ours
     read each other's files, also while both are open on the same file.
 """
 
@@ -401,8 +402,20 @@ def _stub_sanitize_context(text: str) -> str:
 @pytest.fixture(scope="module")
 def upstream_module(tmp_path_factory):
     """upstream's hermes_state module, imported from /tmp with its two foreign imports stubbed."""
-    if not UPSTREAM_SOURCE.exists():
-        pytest.skip(f"{UPSTREAM_SOURCE} is not present; cannot run upstream's SessionDB")
+    source = UPSTREAM_SOURCE
+    if not source.exists():
+        # Else upstream's file at its v11 commit, from the Hermes mirror when this machine has one.
+        from support import REPO_ROOT
+
+        extractor_file = REPO_ROOT / "benchmarks" / "upstream.py"
+        extractor = importlib.util.spec_from_file_location("bench_upstream", extractor_file)
+        assert extractor is not None and extractor.loader is not None
+        upstream = importlib.util.module_from_spec(extractor)
+        extractor.loader.exec_module(upstream)
+        folder = upstream.upstream_folder()
+        if folder is None:
+            pytest.skip(f"neither {UPSTREAM_SOURCE} nor the Hermes mirror is here; cannot run upstream")
+        source = folder / f"{upstream.MODULE_NAME}.py"
     home = tmp_path_factory.mktemp("hermes_home")
     agent = types.ModuleType("agent")
     memory_manager = types.ModuleType("agent.memory_manager")
@@ -415,9 +428,9 @@ def upstream_module(tmp_path_factory):
     for name in added:
         sys.modules[name] = stubs[name]
     try:
-        spec = importlib.util.spec_from_file_location("upstream_hermes_state", UPSTREAM_SOURCE)
+        spec = importlib.util.spec_from_file_location("upstream_hermes_state", source)
         if spec is None or spec.loader is None:
-            pytest.skip(f"cannot load {UPSTREAM_SOURCE}")
+            pytest.skip(f"cannot load {source}")
         module = importlib.util.module_from_spec(spec)
         try:
             spec.loader.exec_module(module)
