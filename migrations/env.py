@@ -200,7 +200,7 @@ def prepare_server_session(connection: Connection) -> None:
     while not connection.exec_driver_sql(f"SELECT pg_try_advisory_lock({MIGRATION_LOCK_KEY})").scalar():
         if time.monotonic() > deadline:
             raise SchemaError(
-                f"another migration of this database has held its lock for {MIGRATION_LOCK_WAIT_S:.0f} s; "
+                f"another migration of this database has held its lock for {MIGRATION_LOCK_WAIT_S:g} s; "
                 "wait for it to finish (or end it) and run the upgrade again"
             )
         time.sleep(0.25)

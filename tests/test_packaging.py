@@ -32,6 +32,7 @@ REVISION_FILES = (
     "0010_trigram_fts.py",
     "0011_inline_fts_with_tool_fields.py",
     "0012_postgresql_search_at_scale.py",
+    "0013_search_vector_kept_by_trigger.py",
 )
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "hermes_state.py", "hermes_store", "migrations")
 

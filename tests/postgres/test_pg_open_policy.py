@@ -169,7 +169,7 @@ def test_opening_never_queues_behind_a_migrating_process(
         assert outcome == ["opened"]
 
         monkeypatch.setattr(migrate, "MIGRATION_LOCK_WAIT_S", 0.5)
-        with pytest.raises(SchemaError, match="another process has been migrating this database"):
+        with pytest.raises(SchemaError, match="another migration of this database has held its lock"):
             SessionDB(url=pg_url, auto_upgrade=True)
     migrator.dispose()
     assert current_revision(pg_url) == OLDEST_RUNNABLE_REVISION
