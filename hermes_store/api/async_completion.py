@@ -40,6 +40,10 @@ class CompletionGroup:
         except asyncio.CancelledError:
             if not task.done():
                 self._orphaned.add(task)
+            elif not task.cancelled() and task.exception() is not None:
+                # It failed in the moment its caller was cancelled (a worker thread can
+                # finish before the cancellation arrives): nobody else will see the error.
+                _log_orphaned_failure(task.exception())
             raise
 
     def _finished(self, task: asyncio.Future[Any]) -> None:
@@ -50,7 +54,7 @@ class CompletionGroup:
             return
         error = task.exception()  # retrieved, so asyncio never reports it as lost
         if error is not None and orphaned:
-            log.warning("a store call whose caller was cancelled failed: %r", error)
+            _log_orphaned_failure(error)
 
     async def drain(self) -> None:
         """Wait until every call started so far has finished (errors are its callers')."""
@@ -59,3 +63,7 @@ class CompletionGroup:
 
     def __len__(self) -> int:
         return len(self._running)
+
+
+def _log_orphaned_failure(error: BaseException | None) -> None:
+    log.warning("a store call whose caller was cancelled failed: %r", error)
