@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 from hermes_store.db.backends import backend_for
 from hermes_store.db.engine import create_engine, write_engine
@@ -261,11 +261,6 @@ def _as_engine(target: Engine | str | os.PathLike[str] | None, prepare: bool = T
     return create_engine(target, prepare=prepare, poolclass=sa.pool.NullPool), True
 
 
-def _locked_write(connection: Connection) -> None:
-    """Serialise migrators (SQLite's BEGIN IMMEDIATE already holds the lock)."""
-    backend_for(connection).lock_for_migration(connection, MIGRATION_LOCK_WAIT_S)
-
-
 def upgrade(
     target: Engine | str | os.PathLike[str] | None = None,
     revision: str = "head",
@@ -313,7 +308,6 @@ def _run_alembic(
         # One transaction: if another process is migrating (a large backfill can outlast
         # the 1 s busy timeout), everything rolls back and the retry re-checks the state.
         with write_engine(engine).connect() as connection, connection.begin():
-            _locked_write(connection)
             config = alembic_config(script_location=script_location, connection=connection, **attributes)
             getattr(command, verb)(config, revision)
 

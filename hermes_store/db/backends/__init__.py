@@ -73,10 +73,6 @@ class Backend(Protocol):
     def begin_snapshot(self, connection: Connection) -> None:
         """Make the transaction just begun on a read connection one consistent snapshot."""
 
-    def lock_for_migration(self, connection: Connection, wait_s: float) -> None:
-        """Serialise migrators inside the migration's transaction, waiting at most ``wait_s``
-        for another migrator (then :class:`~hermes_store.errors.SchemaError`)."""
-
     def checkpoint(self, connection: Connection) -> None:
         """Best-effort log checkpoint after a run of writes (may do nothing), on
         ``connection`` outside any transaction."""

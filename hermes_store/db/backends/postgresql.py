@@ -16,11 +16,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, Double, orm, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Dialect, Engine
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.types import TypeEngine
 
-from hermes_store.db.server_errors import is_lock_timeout
-from hermes_store.errors import SchemaError
 from hermes_store.schema.types import POSTGRES_CONTENT_SENTINEL, SQLITE_CONTENT_SENTINEL
 
 MIGRATION_LOCK_KEY = 8675309011
@@ -108,27 +105,6 @@ class PostgreSQLBackend:
 
     def begin_snapshot(self, connection: Connection) -> None:
         """Nothing: reads already run in one (READ COMMITTED) transaction."""
-
-    def lock_for_migration(self, connection: Connection, wait_s: float) -> None:
-        """A transaction-scoped advisory lock every migrator takes first, waited on for at
-        most ``wait_s`` (an opener must never queue without limit behind a long upgrade).
-
-        The service's statement and lock timeouts are lifted for the migration's
-        transaction once the lock is held: rebuilding an index over millions of rows may
-        rightly take minutes.
-        """
-        connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
-        connection.exec_driver_sql(f"SET LOCAL lock_timeout = {max(1, int(wait_s * 1000))}")
-        try:
-            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
-        except DBAPIError as exc:
-            if not is_lock_timeout(exc):
-                raise
-            raise SchemaError(
-                f"another process has been migrating this database for over {wait_s:g} s; "
-                "let it finish (or stop it), then try again"
-            ) from exc
-        connection.exec_driver_sql("SET LOCAL lock_timeout = 0")
 
     def checkpoint(self, connection: Connection) -> None:
         """Nothing: the server checkpoints on its own."""

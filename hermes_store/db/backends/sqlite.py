@@ -91,10 +91,6 @@ class SQLiteBackend:
         """A deferred ``BEGIN``: the first read fixes the snapshot every later one sees."""
         connection.exec_driver_sql("BEGIN")
 
-    def lock_for_migration(self, connection: Connection, wait_s: float) -> None:
-        """Nothing: the migration's ``BEGIN IMMEDIATE`` already holds the write lock (its
-        waits are retried by :mod:`hermes_store.schema.migrate`)."""
-
     def checkpoint(self, connection: Connection) -> None:
         """``PRAGMA wal_checkpoint(PASSIVE)`` in autocommit mode (no transaction begun)."""
         driver_execute(connection, "PRAGMA wal_checkpoint(PASSIVE)", begin=False)
