@@ -25,7 +25,6 @@ from hermes_store.db.engine import (
     check_backend,
     parse_url,
     resolve_url,
-    sqlite_path,
 )
 from hermes_store.db.urls import async_driver_url
 
@@ -57,11 +56,6 @@ def create_async_engine(
     for :func:`sqlalchemy.ext.asyncio.create_async_engine`.
     """
     url = resolve_async_url(target)
-    if sqlite_path(url) is not None and "poolclass" not in engine_kwargs:  # a SQLite file
-        # A connection is a worker thread here; keep them instead of opening overflow
-        # ones (thread start, connect, pragmas) and closing them again in bursts.
-        engine_kwargs.setdefault("pool_size", 12)
-        engine_kwargs.setdefault("max_overflow", 0)
     return build_engine(
         url,
         sa_create_async_engine,
