@@ -370,6 +370,85 @@ END
 $$"""
 
 
+PROGRESS_TABLE = "hermes_backfill_progress"
+"""Where :func:`rewrite_all` records, per step, the first id it has not rewritten yet."""
+
+_CREATE_PROGRESS_TABLE = (
+    f"CREATE TABLE IF NOT EXISTS {PROGRESS_TABLE} (step text PRIMARY KEY, next_id bigint NOT NULL)"
+)
+
+
+def rewrite_all(step: str, table: str, assignment: str, batch_rows: int = BATCH_ROWS) -> None:
+    """Rewrite a column of every row of ``table`` (``SET assignment``) in batches of ids.
+
+    For a value that changes for rows already filled (a new tokenizer), where
+    :func:`backfill`'s "still missing" condition cannot tell done rows from the others.
+    Each batch and the record of how far it got (:data:`PROGRESS_TABLE`, keyed by
+    ``step``) are one statement in its own transaction, so a killed run resumes after
+    the last batch that committed and a finished step is not run again. Rows written
+    after the step started are kept up to date by a trigger that must exist before this
+    runs. Offline it is a ``DO`` block that commits after every batch.
+    """
+    if is_offline():
+        op.execute(sa.text(_CREATE_PROGRESS_TABLE))
+        with lifted_timeouts():
+            op.execute(sa.text(_rewrite_do_block(step, table, assignment, batch_rows)))
+        return
+    bind = op.get_bind()
+    execute_with_lock_retry(_CREATE_PROGRESS_TABLE)
+    done = bind.execute(
+        sa.text(f"SELECT next_id FROM {PROGRESS_TABLE} WHERE step = :step"), {"step": step}
+    ).scalar()
+    first, last = bind.exec_driver_sql(f"SELECT min(id), max(id) FROM {table}").one()
+    if first is None:
+        return
+    start = low = max(int(first), int(done or 0))
+    report = progress_fn()
+    batch = sa.text(
+        f"WITH batch AS (UPDATE {table} SET {assignment} WHERE id >= :low AND id < :high) "
+        f"INSERT INTO {PROGRESS_TABLE} (step, next_id) VALUES (:step, :high) "
+        "ON CONFLICT (step) DO UPDATE SET next_id = EXCLUDED.next_id"
+    )
+    clean = sa.text(_CLEAN_GIN_PENDING.format(table=table))
+    while low <= last:
+        bounds = {"low": low, "high": low + batch_rows, "step": step}
+        with_lock_retry(partial(bind.execute, batch, bounds), f"{step} batch at id {low}")
+        bind.execute(clean)
+        low += batch_rows
+        report(step, min(low, last + 1) - start, last + 1 - start)
+
+
+def forget_rewrite(step: str) -> None:
+    """Drop :func:`rewrite_all`'s record of ``step`` (a downgrade undid it: a later upgrade redoes it)."""
+    execute_with_lock_retry(_CREATE_PROGRESS_TABLE)
+    op.execute(sa.text(f"DELETE FROM {PROGRESS_TABLE} WHERE step = {_sql_string(step)}"))
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _rewrite_do_block(step: str, table: str, assignment: str, batch_rows: int) -> str:
+    quoted_step = _sql_string(step)
+    return f"""DO $$
+DECLARE
+    low bigint;
+    last bigint;
+BEGIN
+    SELECT min(id), max(id) INTO low, last FROM {table};
+    low := GREATEST(low, COALESCE((SELECT next_id FROM {PROGRESS_TABLE} WHERE step = {quoted_step}), low));
+    WHILE low <= last LOOP
+        UPDATE {table} SET {assignment} WHERE id >= low AND id < low + {batch_rows};
+        INSERT INTO {PROGRESS_TABLE} (step, next_id) VALUES ({quoted_step}, low + {batch_rows})
+            ON CONFLICT (step) DO UPDATE SET next_id = EXCLUDED.next_id;
+        PERFORM {_CLEAN_GIN_PENDING.format(table=table).removeprefix("SELECT ")};
+        COMMIT;
+        low := low + {batch_rows};
+    END LOOP;
+END
+$$"""
+
+
 def squawk_ignore(rules: str, reason: str) -> None:
     """In ``--sql`` output for PostgreSQL, tell squawk (the migration linter) to let ``rules``
     pass in this script, with the ``reason`` beside it; online, nothing."""

@@ -40,6 +40,11 @@ SEARCH_OBJECTS_REVISION = "0012"
 """The revision from which PostgreSQL's search may use the stored ``search_vector``
 column and the ``hermes_cjk_grams`` index (see :mod:`hermes_store.search.postgres`)."""
 
+UNICODE61_REVISION = "0014"
+"""The revision from which PostgreSQL's ``search_vector`` holds unicode61 words, so word
+queries are translated as FTS5 reads them (:mod:`hermes_store.search.fts5_query`); before
+it they go through ``phraseto_tsquery`` over PostgreSQL's own parser."""
+
 _ASSIGNMENT = r"^{name}\s*(?::[^=\n]+)?=\s*(?:None|[\"']([^\"'\n]+)[\"'])"
 _REVISION = re.compile(_ASSIGNMENT.format(name="revision"), re.MULTILINE)
 _DOWN_REVISION = re.compile(_ASSIGNMENT.format(name="down_revision"), re.MULTILINE)

@@ -33,9 +33,10 @@ from sqlalchemy.pool import Pool
 from hermes_store.db.execution import connection_of, fetch_tuples
 from hermes_store.repository.rows import fetch_dicts
 from hermes_store.schema.indexed_text import INDEXED_TEXT
-from hermes_store.schema.revisions import SEARCH_OBJECTS_REVISION, history
+from hermes_store.schema.revisions import SEARCH_OBJECTS_REVISION, UNICODE61_REVISION, history
 from hermes_store.search.cjk import is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters
+from hermes_store.search.fts5_query import to_tsquery_text
 from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, has_ascii_letter, like_pattern
 
 STORED_TSVECTOR = "m.search_vector"
@@ -49,21 +50,31 @@ HEADLINE_OPTIONS = (
 )
 SNIPPET_CHARS = 120
 
-# Pools of databases seen at 0012 or later: a schema only moves forward under a running
+# Pools of databases seen at a revision: a schema only moves forward under a running
 # service, so once seen there it is never read again (one query per search until then).
-_POOLS_WITH_SEARCH_OBJECTS: weakref.WeakSet[Pool] = weakref.WeakSet()
+_POOLS_AT: dict[str, weakref.WeakSet[Pool]] = {}
+
+
+def _reaches(db: orm.Session, revision: str) -> bool:
+    pool = connection_of(db).engine.pool
+    seen = _POOLS_AT.setdefault(revision, weakref.WeakSet())
+    if pool in seen:
+        return True
+    rows = fetch_tuples(db, "SELECT version_num FROM alembic_version", {})
+    if not history().reaches(rows[0][0] if rows else None, revision):
+        return False
+    seen.add(pool)
+    return True
 
 
 def has_search_objects(db: orm.Session) -> bool:
     """Whether revision 0012's search objects exist in ``db``'s database (else it is at 0011)."""
-    pool = connection_of(db).engine.pool
-    if pool in _POOLS_WITH_SEARCH_OBJECTS:
-        return True
-    rows = fetch_tuples(db, "SELECT version_num FROM alembic_version", {})
-    if not history().reaches(rows[0][0] if rows else None, SEARCH_OBJECTS_REVISION):
-        return False
-    _POOLS_WITH_SEARCH_OBJECTS.add(pool)
-    return True
+    return _reaches(db, SEARCH_OBJECTS_REVISION)
+
+
+def has_unicode61_vectors(db: orm.Session) -> bool:
+    """Whether ``db``'s stored vectors hold unicode61 words (revision 0014 or later)."""
+    return _reaches(db, UNICODE61_REVISION)
 
 
 _TOKEN = re.compile(r'"[^"]*"\*?|\S+')
@@ -139,36 +150,87 @@ _PAGE_COLUMNS = (
 def find_hits(
     db: orm.Session, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
 ) -> list[dict[str, Any]]:
-    """The matching messages (without context) for ``plan`` on PostgreSQL.
-
-    Matches are found, ordered and cut to the page first (ids and scores only); the
-    page's rows are then read, given their snippets and joined to their sessions.
-    """
+    """The matching messages (without context) for ``plan`` on PostgreSQL."""
     params: dict[str, Any] = {"limit": limit, "offset": offset}
     if plan.kind == "fts" and plan.match:
-        query = tsquery_sql(plan.match, params)
-        if query is None:
-            return []
-        source, where = _filters(filters, params)
-        vector = STORED_TSVECTOR if has_search_objects(db) else COMPUTED_TSVECTOR
-        # The tsquery is written out where it is used (not read from a CTE) so the planner
-        # folds it to a constant and estimates its matches from the GIN statistics.
-        headline = f"ts_headline('simple'::regconfig, {INDEXED_TEXT}, {query}, :headline)"
-        sql = f"""
-        WITH hits AS (
-            SELECT m.id, ts_rank({vector}, {query}) AS score
-            FROM {source}
-            WHERE {vector} @@ {query} {where}
-            ORDER BY score DESC, m.id DESC
-            LIMIT :limit OFFSET :offset
-        )
-        SELECT {_PAGE_COLUMNS.format(snippet=headline)}
-        FROM hits JOIN messages m ON m.id = hits.id JOIN sessions s ON s.id = m.session_id
-        ORDER BY hits.score DESC, m.id DESC
-        """
-        params["headline"] = HEADLINE_OPTIONS
-        return fetch_dicts(db, sql, params)
+        return _word_hits(db, plan.match, filters, limit, offset)
     return _substring_hits(db, plan, filters, params)
+
+
+RANKED_POOL = 200
+"""Word hits are ranked among at least this many matches (or all of them, when fewer exist)."""
+FIRST_WORD_WINDOW = 8192
+"""Word search first ranks the matches among this many newest message ids."""
+WINDOW_GROWTH = 8
+
+
+def _word_hits(
+    db: orm.Session, match: str, filters: SearchFilters, limit: int, offset: int
+) -> list[dict[str, Any]]:
+    """Word hits, best first among the newest matches, in two steps.
+
+    Ranking reads every ranked match's ``tsvector``, so ranking all matches of a common
+    word would cost what the store holds. Instead the matches among the newest
+    :data:`FIRST_WORD_WINDOW` ids are ranked; when they are fewer than ``offset + limit``
+    (and :data:`RANKED_POOL`), the window grows :data:`WINDOW_GROWTH`-fold, until it
+    holds enough or covers every message. The GIN index finds the matches, the primary
+    key bounds the window (a ``BitmapAnd``), so a search reads the rows of one window,
+    not of every match. Then only the page's rows are read, given their snippets and
+    joined to their sessions. ``docs/search.md`` ("best first" on PostgreSQL) says what
+    the order means; a caller asking for more hits than exist gets every one.
+    """
+    params: dict[str, Any] = {}
+    if has_unicode61_vectors(db):
+        tsquery = to_tsquery_text(match)
+        if tsquery is None:
+            return []
+        params["q"] = tsquery
+        query = "CAST(:q AS tsquery)"
+    else:
+        legacy = tsquery_sql(match, params)
+        if legacy is None:
+            return []
+        query = legacy
+    vector = STORED_TSVECTOR if has_search_objects(db) else COMPUTED_TSVECTOR
+    source, where = _filters(filters, params)
+    wanted = max(offset + limit, RANKED_POOL)
+    newest = fetch_tuples(db, "SELECT max(id) FROM messages", {})[0][0]
+    if newest is None:
+        return []
+    # The tsquery is written out where it is used (not read from a CTE) so the planner
+    # folds it to a constant and estimates its matches from the GIN statistics.
+    ranked = f"""
+        SELECT m.id, ts_rank({vector}, {query}) AS score
+        FROM {source}
+        WHERE {vector} @@ {query} AND m.id > :floor {where}
+        ORDER BY score DESC, m.id DESC
+        LIMIT :wanted
+    """
+    window = FIRST_WORD_WINDOW
+    while True:
+        floor = int(newest) - window
+        rows = fetch_tuples(db, ranked, {**params, "floor": floor, "wanted": wanted})
+        if len(rows) >= wanted or floor <= 0:
+            break
+        window *= WINDOW_GROWTH
+    page = rows[offset : offset + limit]
+    if not page:
+        return []
+    return _word_page(db, query, params, page)
+
+
+def _word_page(
+    db: orm.Session, query: str, params: dict[str, Any], page: list[tuple[Any, ...]]
+) -> list[dict[str, Any]]:
+    order = {int(row[0]): index for index, row in enumerate(page)}
+    headline = f"ts_headline('simple'::regconfig, {INDEXED_TEXT}, {query}, :headline)"
+    sql = f"""
+        SELECT {_PAGE_COLUMNS.format(snippet=headline)}
+        FROM messages m JOIN sessions s ON s.id = m.session_id
+        WHERE m.id = ANY(CAST(:page_ids AS bigint[]))
+    """
+    rows = fetch_dicts(db, sql, {**params, "page_ids": list(order), "headline": HEADLINE_OPTIONS})
+    return sorted(rows, key=lambda row: order[int(row["id"])])
 
 
 RECENT_WINDOW = 5000

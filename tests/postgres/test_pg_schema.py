@@ -1,4 +1,4 @@
-"""Revisions 0001–0013 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
+"""Revisions 0001–0014 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
         assert connection.exec_driver_sql(
             "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'"
         ).scalar() == 1
-    assert current_revision(pg_url) == "0013"
+    assert current_revision(pg_url) == "0014"
 
 
 def test_epoch_seconds_keep_microseconds(pg_url: str) -> None:

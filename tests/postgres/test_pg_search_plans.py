@@ -177,11 +177,15 @@ def test_ranking_and_snippets_read_the_stored_vector(big_store: SessionDB) -> No
     finally:
         recorder.close()
     assert len(page) == 5 and all(">>>zebrafinch<<<" in hit["snippet"] for hit in page)
-    (search_sql, _), *_ = recorder.statements
-    ranked, headline = search_sql.split("ts_headline", 1)
-    assert "ts_rank(m.search_vector" in ranked and "m.search_vector @@" in ranked
-    assert "to_tsvector" not in search_sql
-    assert "LIMIT" in ranked and "LIMIT" not in headline  # the page is cut before headlines
+    statements = [sql for sql, _ in recorder.statements]
+    ranked = [sql for sql in statements if "ts_rank" in sql]
+    headline = [sql for sql in statements if "ts_headline" in sql]
+    assert ranked and all("ts_rank(m.search_vector" in sql and "m.search_vector @@" in sql for sql in ranked)
+    assert all("to_tsvector" not in sql for sql in statements)
+    assert all("LIMIT" in sql and "m.id > " in sql for sql in ranked)  # a bounded window of ids
+    # Headlines run once, for the page's ids only, after ranking.
+    assert len(headline) == 1 and "ANY(" in headline[0] and "ts_rank" not in headline[0]
+    assert statements.index(headline[0]) > statements.index(ranked[-1])
 
 
 def test_upgrade_kept_every_row_and_filled_the_stored_vector(big_store: SessionDB) -> None:

@@ -5,8 +5,8 @@ near misses) is loaded once per backend per module; 200 generated queries per cl
 through ``search_messages`` and their hit sets are compared with the brute-force oracle
 in ``_oracle.py``. Substring classes must agree exactly (recall and precision 100 %) on
 both backends. Word classes must agree exactly on SQLite, whose unicode61 tokenizer the
-oracle describes; on PostgreSQL their recall and precision are measured and printed
-(``docs/search.md`` explains the tokenizer difference).
+oracle describes, and PostgreSQL must return SQLite's hit set for at least 99 % of each
+word class's queries (100 per class in CI; ``docs/search.md`` lists what may differ).
 
 Set ``HERMES_ORACLE_TABLE=<file>`` to write the per-class table in Markdown.
 """
@@ -38,8 +38,10 @@ from hermes_store.search.engine import SearchFilters, find_hits
 from hermes_store.search.plan import plan_search
 
 LIMIT = 100_000
-PG_WORD_SAMPLE = 40
-"""Word-class queries measured per class on PostgreSQL in CI (all of them when writing the table)."""
+PG_WORD_SAMPLE = 100
+"""Word-class queries run per class on PostgreSQL in CI (all of them when writing the table)."""
+SAME_HITS_SHARE = 0.99
+"""The share of each word class's queries that must give PostgreSQL the hit set SQLite gives."""
 
 Key = tuple[str, int]
 
@@ -146,7 +148,7 @@ def evaluate(backend: str, store: Loaded) -> tuple[Stats, dict[str, set[Key]]]:
             and query.cls in WORD_CLASSES
             and not os.environ.get("HERMES_ORACLE_TABLE")
         ):
-            # Measured only, never asserted (see the last test): a sample keeps CI fast.
+            # A sample keeps CI fast; enough queries that one difference is 1 %.
             sampled[query.cls] += 1
             if sampled[query.cls] > PG_WORD_SAMPLE:
                 continue
@@ -245,13 +247,17 @@ def test_both_backends_return_the_same_substring_hits(sqlite_store: Loaded, pg_s
 
 
 @pytest.mark.postgres
-def test_postgresql_word_classes_are_measured(sqlite_store: Loaded, pg_store: Loaded) -> None:
-    # Not a parity claim: docs/search.md lists where PostgreSQL's parser cuts words
-    # differently. Plain Latin words with no compound in sight still agree everywhere.
-    stats, _ = evaluate("postgresql", pg_store)
+def test_both_backends_return_the_same_word_hits(sqlite_store: Loaded, pg_store: Loaded) -> None:
+    # PostgreSQL's vectors hold unicode61's words (revision 0014) and its queries are read
+    # with FTS5's grammar, so word search agrees too; docs/search.md lists what may differ.
+    _, on_sqlite = evaluate("sqlite", sqlite_store)
+    _, on_postgres = evaluate("postgresql", pg_store)
     for cls in WORD_CLASSES:
-        assert 0.0 < stats[cls]["recall"] <= 1.0
-        assert 0.0 < stats[cls]["precision"] <= 1.0
+        texts = [q.text for q in queries_for(sqlite_store) if q.cls == cls and q.text in on_postgres]
+        same = [text for text in texts if on_sqlite[text] == on_postgres[text]]
+        assert len(texts) >= PG_WORD_SAMPLE
+        assert len(same) >= SAME_HITS_SHARE * len(texts), (cls, [t for t in texts if t not in same][:5])
+        assert sum(len(on_postgres[text]) for text in texts) > 0
 
 
 def _filtered_agreement(store: Loaded) -> list[str]:

@@ -1,0 +1,128 @@
+"""SQLite's ``unicode61`` tokenizer (``remove_diacritics 1``), in Python and in PostgreSQL SQL.
+
+PostgreSQL's own text-search parser cuts words where FTS5 does not (``my.app_config.ts``
+is one token there, four in unicode61) and never folds diacritics, so the same word query
+found different messages on the two backends. Revision 0014 instead indexes PostgreSQL's
+``search_vector`` with :func:`postgres_vector_function` — unicode61 written in SQL — and
+search turns the query into a ``tsquery`` with :func:`words`, the same tokenizer in
+Python. Both are built from one table, :mod:`.unicode61_data`, which
+``scripts/generate_unicode61_table.py`` reads off SQLite itself (every code point, put
+between two letters, tokenized by FTS5); ``tests/search/test_unicode61.py`` holds the
+Python and SQL versions equal to the running SQLite.
+
+unicode61 in short: a word is a maximal run of "token characters" (letters, digits,
+private-use and unassigned code points; everything else separates), each character
+folded on its own (lower case, Latin diacritics removed, combining diacritics dropped).
+A word left empty by folding is skipped without taking a position.
+"""
+
+from __future__ import annotations
+
+import re
+
+from hermes_store.search.unicode61_data import FOLDS, TOKEN_RANGES
+
+__all__ = [
+    "MAX_LEXEME_BYTES",
+    "MAX_POSITION",
+    "postgres_vector_function",
+    "quote_lexeme",
+    "words",
+]
+
+MAX_POSITION = 16383
+"""The largest word position a ``tsvector`` stores; later words all share it."""
+MAX_LEXEME_BYTES = 2046
+"""PostgreSQL refuses a longer lexeme; such a word is left out of the vector (and of queries)."""
+
+
+def _python_class(ranges: tuple[tuple[int, int], ...]) -> str:
+    parts = []
+    for start, end in ranges:
+        parts.append(
+            re.escape(chr(start)) if start == end else f"{re.escape(chr(start))}-{re.escape(chr(end))}"
+        )
+    return "[" + "".join(parts) + "]"
+
+
+_WORD = re.compile(_python_class(TOKEN_RANGES) + "+")
+_FOLD_TABLE: dict[int, int | None] = {cp: (None if target < 0 else target) for cp, target in FOLDS.items()}
+
+
+def words(text: str) -> list[str]:
+    """``text`` cut into folded words, exactly as SQLite's unicode61 tokenizer cuts it."""
+    out = []
+    for word in _WORD.findall(text):
+        folded = word.translate(_FOLD_TABLE)
+        if folded:
+            out.append(folded)
+    return out
+
+
+def quote_lexeme(word: str) -> str:
+    """``word`` as a quoted lexeme of ``tsvector``/``tsquery`` input syntax."""
+    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _sql_escape(cp: int) -> str:
+    return f"\\u{cp:04X}" if cp <= 0xFFFF else f"\\U{cp:08X}"
+
+
+def _sql_class(ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> str:
+    parts = []
+    for start, end in ranges:
+        parts.append(_sql_escape(start) if start == end else f"{_sql_escape(start)}-{_sql_escape(end)}")
+    return "[" + "".join(parts) + "]"
+
+
+def _ranges(codepoints: list[int]) -> list[tuple[int, int]]:
+    ranges: list[tuple[int, int]] = []
+    for cp in sorted(codepoints):
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1] = (ranges[-1][0], cp)
+        else:
+            ranges.append((cp, cp))
+    return ranges
+
+
+def _sql_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def postgres_vector_function(name: str) -> str:
+    """``CREATE OR REPLACE FUNCTION name(doc text) RETURNS tsvector``: unicode61 in SQL.
+
+    Words are the matches of one regular expression (the token-character ranges written
+    as ``\\uXXXX`` escapes, so the server's locale plays no part); ASCII letters are
+    lower-cased with the ``C`` collation and the other folds are one ``translate``, run
+    only on the words holding a character that folds (``translate`` costs the length of
+    its mapping per character). Positions count the non-empty words from 1, as FTS5's
+    do, capped at :data:`MAX_POSITION`; words longer than :data:`MAX_LEXEME_BYTES` are
+    left out.
+    """
+    non_ascii = sorted(cp for cp in FOLDS if cp > 0x7F)
+    mapped = [cp for cp in non_ascii if FOLDS[cp] >= 0]
+    dropped = [cp for cp in non_ascii if FOLDS[cp] < 0]
+    # translate() deletes the characters of its first list that have no partner.
+    source = "".join(chr(cp) for cp in mapped + dropped)
+    target = "".join(chr(FOLDS[cp]) for cp in mapped)
+    fold_class = _sql_class(_ranges(non_ascii))
+    word_class = _sql_class(TOKEN_RANGES)
+    return f"""CREATE OR REPLACE FUNCTION {name}(doc text) RETURNS tsvector
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+SELECT COALESCE(string_agg(
+    '''' || replace(replace(w.lexeme, '\\', '\\\\'), '''', '''''') || ''':' || LEAST(w.pos, {MAX_POSITION}),
+    ' '
+)::tsvector, ''::tsvector)
+FROM (
+    SELECT f.lexeme, row_number() OVER (ORDER BY f.ord) AS pos
+    FROM (
+        SELECT t.ord, CASE WHEN t.parts[1] ~ {_sql_literal(fold_class)}
+            THEN translate(lower(t.parts[1] COLLATE "C"), {_sql_literal(source)}, {_sql_literal(target)})
+            ELSE lower(t.parts[1] COLLATE "C") END AS lexeme
+        FROM regexp_matches(doc, {_sql_literal(word_class + "+")}, 'g') WITH ORDINALITY AS t(parts, ord)
+    ) AS f
+    WHERE f.lexeme <> ''
+) AS w
+WHERE octet_length(w.lexeme) <= {MAX_LEXEME_BYTES}
+$fn$"""
