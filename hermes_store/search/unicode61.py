@@ -3,7 +3,7 @@
 PostgreSQL's own text-search parser cuts words where FTS5 does not (``my.app_config.ts``
 is one token there, four in unicode61) and never folds diacritics, so the same word query
 found different messages on the two backends. Revision 0014 instead indexes PostgreSQL's
-``search_vector`` with :func:`postgres_vector_function` — unicode61 written in SQL — and
+``search_vector`` with :func:`postgres_vector_functions` — unicode61 written in SQL — and
 search turns the query into a ``tsquery`` with :func:`words`, the same tokenizer in
 Python. Both are built from one table, :mod:`.unicode61_data`, which
 ``scripts/generate_unicode61_table.py`` reads off SQLite itself (every code point, put
@@ -25,7 +25,7 @@ from hermes_store.search.unicode61_data import FOLDS, TOKEN_RANGES
 __all__ = [
     "MAX_LEXEME_BYTES",
     "MAX_POSITION",
-    "postgres_vector_function",
+    "postgres_vector_functions",
     "quote_lexeme",
     "words",
 ]
@@ -89,40 +89,89 @@ def _sql_literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def postgres_vector_function(name: str) -> str:
-    """``CREATE OR REPLACE FUNCTION name(doc text) RETURNS tsvector``: unicode61 in SQL.
+def _lexeme_sql(word: str, position: str) -> str:
+    # A quoted tsvector lexeme with its position: 'word':pos (quotes doubled, backslashes escaped).
+    return (
+        f"'''' || replace(replace({word}, '\\', '\\\\'), '''', '''''') || ''':' "
+        f"|| LEAST({position}, {MAX_POSITION})"
+    )
+
+
+_FOLD_GROUPS = ((0x80, 0xFF), (0x100, 0x24F), (0x250, 0x3FF), (0x400, 0x52F), (0x1E00, 0x1FFF))
+"""Blocks whose folds get a ``translate`` of their own (Latin-1, Latin Extended, IPA and
+Greek, Cyrillic, Latin and Greek Extended); the rest share one. ``translate`` reads its
+whole mapping for every character that is not in it, so short mappings keep it cheap."""
+
+
+def _fold_groups() -> list[list[int]]:
+    groups: list[list[int]] = [[] for _ in range(len(_FOLD_GROUPS) + 1)]
+    for cp in sorted(cp for cp in FOLDS if cp > 0x7F):
+        index = next(
+            (i for i, (low, high) in enumerate(_FOLD_GROUPS) if low <= cp <= high), len(_FOLD_GROUPS)
+        )
+        groups[index].append(cp)
+    return [group for group in groups if group]
+
+
+def postgres_vector_functions(name: str) -> tuple[str, str]:
+    """``CREATE OR REPLACE FUNCTION`` statements of ``name(doc text) RETURNS tsvector``,
+    unicode61 in SQL, and of the word folding it calls, ``name_fold(word text)``.
 
     Words are the matches of one regular expression (the token-character ranges written
-    as ``\\uXXXX`` escapes, so the server's locale plays no part); ASCII letters are
-    lower-cased with the ``C`` collation and the other folds are one ``translate``, run
-    only on the words holding a character that folds (``translate`` costs the length of
-    its mapping per character). Positions count the non-empty words from 1, as FTS5's
-    do, capped at :data:`MAX_POSITION`; words longer than :data:`MAX_LEXEME_BYTES` are
-    left out.
+    as ``\\uXXXX`` escapes, so the server's locale plays no part) over the text with its
+    ASCII letters lower-cased by the ``C`` collation. In a text holding a character that
+    folds, each non-ASCII word is then folded by one ``translate`` per block of folding
+    characters it holds (see :data:`_FOLD_GROUPS`). Positions count the non-empty words
+    from 1, as FTS5's do, capped at :data:`MAX_POSITION`; words longer than
+    :data:`MAX_LEXEME_BYTES` are left out.
     """
     non_ascii = sorted(cp for cp in FOLDS if cp > 0x7F)
-    mapped = [cp for cp in non_ascii if FOLDS[cp] >= 0]
-    dropped = [cp for cp in non_ascii if FOLDS[cp] < 0]
-    # translate() deletes the characters of its first list that have no partner.
-    source = "".join(chr(cp) for cp in mapped + dropped)
-    target = "".join(chr(FOLDS[cp]) for cp in mapped)
-    fold_class = _sql_class(_ranges(non_ascii))
-    word_class = _sql_class(TOKEN_RANGES)
-    return f"""CREATE OR REPLACE FUNCTION {name}(doc text) RETURNS tsvector
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
-SELECT COALESCE(string_agg(
-    '''' || replace(replace(w.lexeme, '\\', '\\\\'), '''', '''''') || ''':' || LEAST(w.pos, {MAX_POSITION}),
-    ' '
-)::tsvector, ''::tsvector)
-FROM (
-    SELECT f.lexeme, row_number() OVER (ORDER BY f.ord) AS pos
-    FROM (
-        SELECT t.ord, CASE WHEN t.parts[1] ~ {_sql_literal(fold_class)}
-            THEN translate(lower(t.parts[1] COLLATE "C"), {_sql_literal(source)}, {_sql_literal(target)})
-            ELSE lower(t.parts[1] COLLATE "C") END AS lexeme
-        FROM regexp_matches(doc, {_sql_literal(word_class + "+")}, 'g') WITH ORDINALITY AS t(parts, ord)
-    ) AS f
-    WHERE f.lexeme <> ''
-) AS w
-WHERE octet_length(w.lexeme) <= {MAX_LEXEME_BYTES}
+    fold_class = _sql_literal(_sql_class(_ranges(non_ascii)))
+    word_class = _sql_literal(_sql_class(TOKEN_RANGES) + "+")
+    words_of = f"regexp_matches(lower(doc COLLATE \"C\"), {word_class}, 'g')"
+    steps = []
+    for group in _fold_groups():
+        mapped = [cp for cp in group if FOLDS[cp] >= 0]
+        dropped = [cp for cp in group if FOLDS[cp] < 0]
+        # translate() deletes the characters of its first list that have no partner.
+        source = _sql_literal("".join(chr(cp) for cp in mapped + dropped))
+        target = _sql_literal("".join(chr(FOLDS[cp]) for cp in mapped))
+        group_class = _sql_literal(_sql_class(_ranges(group)))
+        steps.append(f"    IF word ~ {group_class} THEN word := translate(word, {source}, {target}); END IF;")
+    fold_steps = "\n".join(steps)
+    fold = f"""CREATE OR REPLACE FUNCTION {name}_fold(word text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+BEGIN
+    IF octet_length(word) = length(word) THEN
+        RETURN word;  -- ASCII, lower-cased already
+    END IF;
+{fold_steps}
+    RETURN word;
+END
 $fn$"""
+    vector = f"""CREATE OR REPLACE FUNCTION {name}(doc text) RETURNS tsvector
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+BEGIN
+    IF doc !~ {fold_class} THEN
+        -- Nothing folds but ASCII letters: every match is a word, in order.
+        RETURN (
+            SELECT COALESCE(string_agg({_lexeme_sql("t.parts[1]", "t.pos")}, ' ')::tsvector, ''::tsvector)
+            FROM {words_of} WITH ORDINALITY AS t(parts, pos)
+            WHERE octet_length(t.parts[1]) <= {MAX_LEXEME_BYTES}
+        );
+    END IF;
+    RETURN (
+        SELECT COALESCE(string_agg({_lexeme_sql("w.lexeme", "w.pos")}, ' ')::tsvector, ''::tsvector)
+        FROM (
+            SELECT f.lexeme, row_number() OVER (ORDER BY f.ord) AS pos
+            FROM (
+                SELECT t.ord, {name}_fold(t.parts[1]) AS lexeme
+                FROM {words_of} WITH ORDINALITY AS t(parts, ord)
+            ) AS f
+            WHERE f.lexeme <> ''  -- a word of diacritics alone: FTS5 skips it, position and all
+        ) AS w
+        WHERE octet_length(w.lexeme) <= {MAX_LEXEME_BYTES}
+    );
+END
+$fn$"""
+    return fold, vector

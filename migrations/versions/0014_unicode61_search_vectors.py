@@ -12,7 +12,8 @@ messages on the two backends (``docs/search.md``, "PostgreSQL").
 What it changes, on PostgreSQL only:
 
 * ``hermes_unicode61_vector(text)``, unicode61 (``remove_diacritics 1``) written in SQL
-  (:func:`hermes_store.search.unicode61.postgres_vector_function`, built from the table
+  and its word folding ``hermes_unicode61_vector_fold(text)``
+  (:func:`hermes_store.search.unicode61.postgres_vector_functions`, built from the table
   SQLite itself gave, ``hermes_store/search/unicode61_data.py``);
 * ``hermes_search_vector(content, tool_name, tool_calls)``, which the trigger of revision
   0012 calls for every written row, now returns that vector of the same text (its first
@@ -39,7 +40,7 @@ from hermes_store.schema.migration_ops import (
     outside_transaction,
     rewrite_all,
 )
-from hermes_store.search.unicode61 import postgres_vector_function
+from hermes_store.search.unicode61 import postgres_vector_functions
 
 revision = "0014"
 down_revision = "0013"
@@ -79,7 +80,8 @@ def upgrade() -> None:
     if dialect_name() != "postgresql":
         return
     with outside_transaction():
-        execute_with_lock_retry(postgres_vector_function(UNICODE61_VECTOR))
+        for statement in postgres_vector_functions(UNICODE61_VECTOR):
+            execute_with_lock_retry(statement)
         execute_with_lock_retry(CREATE_VECTOR_FUNCTION)
         forget_rewrite(DOWNGRADE_STEP)
         rewrite_all(UPGRADE_STEP, "messages", REWRITE)
@@ -94,4 +96,5 @@ def downgrade() -> None:
         forget_rewrite(UPGRADE_STEP)
         rewrite_all(DOWNGRADE_STEP, "messages", REWRITE)
         execute_with_lock_retry(f"DROP FUNCTION IF EXISTS {UNICODE61_VECTOR}(text)")
+        execute_with_lock_retry(f"DROP FUNCTION IF EXISTS {UNICODE61_VECTOR}_fold(text)")
         analyze("messages")

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from hermes_store.search.fts5_query import to_tsquery_text
 from hermes_store.search.sanitize import sanitize_fts5_query
-from hermes_store.search.unicode61 import MAX_POSITION, postgres_vector_function, words
+from hermes_store.search.unicode61 import MAX_POSITION, postgres_vector_functions, words
 
 ALPHABET = (
     "abcxyzABCXYZ0123456789 _-.,;:'\"\\/()*+%$#@!?\t\n"
@@ -102,7 +102,8 @@ def pg(pg_admin_url: str) -> Iterator[sa.Connection]:
     engine = sa.create_engine(admin_url.set(database=name), isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as connection:
-            connection.exec_driver_sql(postgres_vector_function("u61"))
+            for statement in postgres_vector_functions("u61"):
+                connection.exec_driver_sql(statement)
             yield connection
     finally:
         engine.dispose()
