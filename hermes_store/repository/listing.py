@@ -82,11 +82,21 @@ def rich_rows(db: Bind, listing: ListingFilter, limit: int, offset: int) -> list
     newest first."""
     condition, params = listing.where(backend_for(db).listing_source_column)
     preview, preview_params = _preview_sql(db)
-    sql = (
-        f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active "
-        f"FROM sessions s WHERE {condition} "
-        "ORDER BY s.started_at DESC LIMIT :limit OFFSET :offset"
-    )
+    if offset:
+        # The page's sessions first, from the started_at index; the preview and
+        # last-activity subqueries then run for the page only, not for the skipped rows.
+        sql = (
+            f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active FROM ("
+            f"SELECT {_S_COLUMNS} FROM sessions s WHERE {condition} "
+            "ORDER BY s.started_at DESC LIMIT :limit OFFSET :offset"
+            ") s ORDER BY s.started_at DESC"
+        )
+    else:
+        sql = (
+            f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active "
+            f"FROM sessions s WHERE {condition} "
+            "ORDER BY s.started_at DESC LIMIT :limit OFFSET :offset"
+        )
     params |= {**preview_params, "limit": limit, "offset": offset}
     return fetch_dicts(db, sql, params, content_keys=("preview",))
 

@@ -233,39 +233,51 @@ def _word_page(
     return sorted(rows, key=lambda row: order[int(row["id"])])
 
 
-RECENT_WINDOW = 5000
-"""Substring searches first look among this many newest messages (see :func:`_substring_hits`)."""
+FIRST_SUBSTRING_WINDOW = 8192
+"""Substring search first looks among this many newest message ids (see :func:`_substring_hits`)."""
 
 
 def _substring_hits(
     db: orm.Session, plan: SearchPlan, filters: SearchFilters, params: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """Like/trigram hits, newest first, in one or two steps.
+    """Like/trigram hits, newest first, one window of ids after another.
 
-    Results are ordered by id, so when the newest :data:`RECENT_WINDOW` messages already
-    hold a full page of matches, that page is exact: a backward walk of the primary key
-    finds it without touching any other row (a frequent term, where the indexes would
-    hand back tens of thousands of candidates to sort). Otherwise the indexed query runs
-    over the whole table (a rare term, which the indexes find quickly).
+    Hits are ordered by id, so the newest window of :data:`FIRST_SUBSTRING_WINDOW` ids is
+    searched first; when it holds fewer than ``offset + limit`` hits, the next older
+    window, :data:`WINDOW_GROWTH` times as wide, is searched for the rest, and so on
+    until the page is full or the oldest message is reached. A frequent term is answered
+    from the newest rows (the indexes would hand back tens of thousands of candidates);
+    a rare one from a few windows whose candidates the indexes find. Each window's query
+    bounds the primary key, so the planner can combine it with the trigram and gram
+    indexes (a ``BitmapAnd``) or walk the key backwards, whichever reads less.
     """
-    window_params = dict(params)
-    condition, terms = _substring_condition(plan, window_params, use_grams=False)
+    condition, terms = _substring_condition(plan, params, use_grams=has_search_objects(db))
     if not terms:
         return []
-    source, where = _filters(filters, window_params)
-    window_params["window"] = RECENT_WINDOW
-    recent = (
-        "(SELECT id, session_id, role, content, tool_name, tool_calls FROM messages "
-        "ORDER BY id DESC LIMIT :window) m"
-    )
-    hits = _substring_page(db, source.replace("messages m", recent, 1), condition, where, window_params)
-    if len(hits) < params["limit"]:
-        condition, terms = _substring_condition(plan, params, use_grams=has_search_objects(db))
-        source, where = _filters(filters, params)
-        hits = _substring_page(db, source, condition, where, params)
-    for hit in hits:
+    source, where = _filters(filters, params)
+    newest = fetch_tuples(db, "SELECT max(id) FROM messages", {})[0][0]
+    if newest is None:
+        return []
+    wanted = params["offset"] + params["limit"]
+    hits: list[dict[str, Any]] = []
+    ceiling, window = int(newest), FIRST_SUBSTRING_WINDOW
+    while len(hits) < wanted:
+        floor = ceiling - window
+        found = _substring_page(
+            db,
+            source,
+            condition,
+            where,
+            {**params, "floor": floor, "ceiling": ceiling, "need": wanted - len(hits)},
+        )
+        hits += found
+        if floor <= 0:
+            break
+        ceiling, window = floor, window * WINDOW_GROWTH
+    page = hits[params["offset"] : wanted]
+    for hit in page:
         hit["snippet"] = substring_snippet(hit["snippet"], terms[0], marked=plan.kind == "trigram")
-    return hits
+    return page
 
 
 def _substring_page(
@@ -274,9 +286,9 @@ def _substring_page(
     sql = f"""
     WITH hits AS (
         SELECT m.id FROM {source}
-        WHERE {condition} {where}
+        WHERE {condition} AND m.id > :floor AND m.id <= :ceiling {where}
         ORDER BY m.id DESC
-        LIMIT :limit OFFSET :offset
+        LIMIT :need
     )
     SELECT {_PAGE_COLUMNS.format(snippet="m.content")}
     FROM hits JOIN messages m ON m.id = hits.id JOIN sessions s ON s.id = m.session_id
