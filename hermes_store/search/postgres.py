@@ -157,9 +157,7 @@ def find_hits(
     return _substring_hits(db, plan, filters, params)
 
 
-RANKED_POOL = 200
-"""Word hits are ranked among at least this many matches (or all of them, when fewer exist)."""
-FIRST_WORD_WINDOW = 8192
+FIRST_WORD_WINDOW = 2048
 """Word search first ranks the matches among this many newest message ids."""
 WINDOW_GROWTH = 8
 
@@ -171,8 +169,8 @@ def _word_hits(
 
     Ranking reads every ranked match's ``tsvector``, so ranking all matches of a common
     word would cost what the store holds. Instead the matches among the newest
-    :data:`FIRST_WORD_WINDOW` ids are ranked; when they are fewer than ``offset + limit``
-    (and :data:`RANKED_POOL`), the window grows :data:`WINDOW_GROWTH`-fold, until it
+    :data:`FIRST_WORD_WINDOW` ids are ranked; when they are fewer than ``offset + limit``,
+    the window grows :data:`WINDOW_GROWTH`-fold, until it
     holds enough or covers every message. The GIN index finds the matches, the primary
     key bounds the window (a ``BitmapAnd``), so a search reads the rows of one window,
     not of every match. Then only the page's rows are read, given their snippets and
@@ -193,7 +191,7 @@ def _word_hits(
         query = legacy
     vector = STORED_TSVECTOR if has_search_objects(db) else COMPUTED_TSVECTOR
     source, where = _filters(filters, params)
-    wanted = max(offset + limit, RANKED_POOL)
+    wanted = offset + limit
     newest = fetch_tuples(db, "SELECT max(id) FROM messages", {})[0][0]
     if newest is None:
         return []
@@ -297,6 +295,11 @@ def _substring_page(
     return fetch_dicts(db, sql, params, content_keys=("snippet",))
 
 
+STRONG_TRIGRAM_TERM = 5
+"""Shorter terms (``the``) are rarely selective in ``pg_trgm``, whose estimates for them
+are far too low; beside a longer term or a CJK gram condition they are only checked."""
+
+
 def _substring_condition(
     plan: SearchPlan, params: dict[str, Any], use_grams: bool = True
 ) -> tuple[str, list[str]]:
@@ -309,35 +312,49 @@ def _substring_condition(
     answer for 3+ characters) confirmed by a regular expression with ``[xX]`` for each
     letter, run only on the rows the ``ILIKE`` lets through. ``use_grams`` adds the
     gram-index condition to required short CJK terms (for the indexed query; over a
-    handful of rows it would only cost time).
+    handful of rows it would only cost time). In a group with a term of
+    :data:`STRONG_TRIGRAM_TERM`+ characters or a gram condition, shorter terms are
+    written so that no index serves them (the planner would otherwise intersect a bitmap
+    of most of the table).
     """
     if plan.kind not in ("like", "trigram"):
         return "", []
     names: dict[str, str] = {}
+    # The same text, in a form no index is built on: a term tested this way is checked on
+    # the candidates other conditions found, never looked up itself.
+    unindexed = f"({INDEXED_TEXT} || '')"
 
-    def test(term: str) -> str:
+    def test(term: str, indexed: bool = True) -> str:
         if term not in names:
             names[term] = f"p{len(names)}"
             params[names[term]] = like_pattern(term)
             if has_ascii_letter(term):
                 params[names[term] + "r"] = _ascii_insensitive_regex(term)
         name = names[term]
+        text = INDEXED_TEXT if indexed else unindexed
         if not has_ascii_letter(term):
-            return f"{INDEXED_TEXT} LIKE :{name} ESCAPE '\\'"
-        return f"({INDEXED_TEXT} ILIKE :{name} ESCAPE '\\' AND {INDEXED_TEXT} ~ :{name}r)"
+            return f"{text} LIKE :{name} ESCAPE '\\'"
+        return f"({text} ILIKE :{name} ESCAPE '\\' AND {INDEXED_TEXT} ~ :{name}r)"
 
-    def required(term: str) -> str:
+    def required(term: str, weak_is_unindexed: bool) -> str:
         grams = required_cjk_grams(term) if use_grams else []
         if not grams:
-            return test(term)
+            return test(term, indexed=not (weak_is_unindexed and len(term) < STRONG_TRIGRAM_TERM))
         gram_names = [f"g{len(params)}_{i}" for i in range(len(grams))]
         params.update(zip(gram_names, grams, strict=True))
         wanted = ", ".join(f"CAST(:{n} AS text)" for n in gram_names)
-        return f"({CJK_GRAMS} @> ARRAY[{wanted}] AND {test(term)})"
+        # The grams find the candidates; pg_trgm has no trigram of a short CJK term to offer.
+        return f"({CJK_GRAMS} @> ARRAY[{wanted}] AND {test(term, indexed=False)})"
+
+    def has_strong_term(terms: tuple[str, ...]) -> bool:
+        return any(
+            len(term) >= STRONG_TRIGRAM_TERM or (use_grams and required_cjk_grams(term)) for term in terms
+        )
 
     groups = [
         " AND ".join(
-            [required(term) for term in group.required] + [f"NOT {test(term)}" for term in group.excluded]
+            [required(term, has_strong_term(group.required)) for term in group.required]
+            + [f"NOT {test(term)}" for term in group.excluded]
         )
         for group in plan.groups
     ]
@@ -375,7 +392,11 @@ def required_cjk_grams(term: str) -> list[str]:
         if is_cjk_codepoint(ord(char)):
             run += char
             continue
-        grams.extend(run[i : i + width] for width in (1, 2) for i in range(len(run) - width + 1))
+        # A run's adjacent pairs imply its characters: only a lone character is asked for
+        # itself. Fewer elements also keep the planner's estimate of the containment (a
+        # product over the elements) near the truth, so it bounds the id window too.
+        width = 2 if len(run) >= 2 else 1
+        grams.extend(run[i : i + width] for i in range(len(run) - width + 1))
         run = ""
     return list(dict.fromkeys(grams))
 
