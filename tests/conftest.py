@@ -102,6 +102,7 @@ def pg_admin_url() -> Iterator[str]:
     configured = os.environ.get(pg_server.PG_URL_VARIABLE, "").strip()
     if configured:
         yield configured
+        pg_server.finish_drops()  # the databases tests dropped in the background
         return
     if pg_server.mode() == "none":
         reason = "no PostgreSQL: HERMES_TEST_PG_URL is unset and no server binaries (pg_ctl) are installed"
@@ -110,11 +111,12 @@ def pg_admin_url() -> Iterator[str]:
         pytest.skip(reason)
     with pg_server.ThrowawayServer() as server:
         yield server.url("postgres")
+        pg_server.finish_drops()
 
 
 @pytest.fixture
 def pg_url(pg_admin_url: str) -> Iterator[str]:
-    """URL of a new, empty PostgreSQL database, dropped after the test."""
+    """URL of a new, empty PostgreSQL database, dropped after the test (in the background)."""
     admin = sa.make_url(pg_admin_url)
     name = f"hermes_t_{uuid.uuid4().hex[:12]}"
     engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
@@ -128,9 +130,8 @@ def pg_url(pg_admin_url: str) -> Iterator[str]:
     try:
         yield admin.set(database=name).render_as_string(hide_password=False)
     finally:
-        with engine.connect() as connection:
-            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         engine.dispose()
+        pg_server.drop_later(pg_admin_url, name)  # DROP DATABASE waits for a checkpoint
 
 
 # --- coverage gate -----------------------------------------------------------------------

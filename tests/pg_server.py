@@ -26,6 +26,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -190,8 +191,12 @@ __all__ = ["ThrowawayServer", "find_pg_ctl", "mode", "psql_path"]
 
 
 @contextmanager
-def scratch_database(admin_url: str, prefix: str = "hermes_s") -> Iterator[str]:
-    """Create an empty database on ``admin_url``'s server, yield its URL, drop it afterwards."""
+def scratch_database(
+    admin_url: str, prefix: str = "hermes_s", *, drop_in_background: bool = False
+) -> Iterator[str]:
+    """Create an empty database on ``admin_url``'s server, yield its URL, drop it afterwards
+    (with ``drop_in_background``, through :func:`drop_later`: only for tests under the
+    ``pg_admin_url`` fixture, which waits for those drops)."""
     admin = sa.make_url(admin_url)
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
@@ -200,6 +205,44 @@ def scratch_database(admin_url: str, prefix: str = "hermes_s") -> Iterator[str]:
     try:
         yield admin.set(database=name).render_as_string(hide_password=False)
     finally:
+        engine.dispose()
+        if drop_in_background:
+            drop_later(admin_url, name)
+        else:
+            _drop(admin_url, name)
+
+
+_dropper: ThreadPoolExecutor | None = None
+_drops: list[Future[None]] = []
+
+
+def _drop(admin_url: str, name: str) -> None:
+    admin = sa.make_url(admin_url)
+    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    try:
         with engine.connect() as connection:
             connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
         engine.dispose()
+
+
+def drop_later(admin_url: str, name: str) -> None:
+    """Drop database ``name`` in this process's background thread (``WITH (FORCE)``).
+
+    A ``DROP DATABASE`` waits for a checkpoint of the whole server (seconds when other
+    databases have many dirty pages); a test's teardown need not wait for it. The drops
+    run one at a time, in order; :func:`finish_drops` waits for them all and raises the
+    first error (the ``pg_admin_url`` fixture calls it before its server goes away).
+    """
+    global _dropper
+    if _dropper is None:
+        _dropper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drop-database")
+    _drops.append(_dropper.submit(_drop, admin_url, name))
+
+
+def finish_drops() -> None:
+    """Wait for every database :func:`drop_later` was given; raise the first failure."""
+    pending = list(_drops)
+    _drops.clear()
+    for future in pending:
+        future.result()

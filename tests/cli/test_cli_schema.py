@@ -86,12 +86,12 @@ def test_current(invoke: Invoke, seeded_db: Path) -> None:
 
 def test_history(invoke: Invoke, tmp_path: Path) -> None:
     rows = json.loads(invoke("history", "--json").output)
-    assert [row["revision"] for row in rows] == [f"{n:04d}" for n in range(1, 14)]
+    assert [row["revision"] for row in rows] == [f"{n:04d}" for n in range(1, 15)]
     assert rows[-1]["head"] and rows[-1]["current"]
     assert not any(row["current"] for row in rows[:-1])
     output = invoke("history").output
     assert "0014" in output and "current, head" in output
     # Without a database the list is still shown, and no file is created.
     missing = tmp_path / "missing.db"
-    assert len(json.loads(invoke("history", "--json", db=missing).output)) == 13
+    assert len(json.loads(invoke("history", "--json", db=missing).output)) == 14
     assert not missing.exists()

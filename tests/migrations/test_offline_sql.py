@@ -116,7 +116,7 @@ def run_psql(url: str, script: str) -> None:
 
 @pytest.fixture
 def second_pg_url(pg_admin_url: str) -> Any:
-    with scratch_database(pg_admin_url, prefix="hermes_t") as url:
+    with scratch_database(pg_admin_url, prefix="hermes_t", drop_in_background=True) as url:
         yield url
 
 

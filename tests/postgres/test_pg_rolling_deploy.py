@@ -3,19 +3,23 @@
 During a rolling deploy the database is upgraded first, and replicas of the previous
 release keep serving until they are replaced. The previous release — this repository at
 :data:`PREVIOUS_RELEASE` (main before the online migrations) — is installed from git into
-a scratch virtual environment (cached in pytest's cache directory, so it is built once;
-pip reuses its wheel cache) and, in its own process, creates a session, appends, searches,
-lists and exports on a database this release upgraded to head. This release then finds
-what the previous one wrote (the trigger gave its rows their search vectors).
+a scratch virtual environment (cached under ``~/.cache/hermes_store_test``, keyed by
+commit and Python version, so it is built once per machine; pip reuses its wheel cache)
+and, in its own process, creates a session, appends, searches, lists and exports on a
+database this release upgraded to head. This release then finds what the previous one
+wrote (the trigger gave its rows their search vectors).
 
 Marked ``slow``: the first run installs the previous release (tens of seconds).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -51,34 +55,60 @@ PREVIOUS_RELEASE_CALLS = textwrap.dedent(
 )
 
 
+CACHE_VARIABLE = "HERMES_TEST_CACHE_DIR"
+"""Where the previous release's environment is kept between runs (default
+``~/.cache/hermes_store_test``): outside the checkout and pytest's cache, so a fresh clone
+on the same machine (a CI job) reuses it."""
+
+
+def _cache_root() -> Path:
+    configured = os.environ.get(CACHE_VARIABLE, "").strip()
+    base = Path(configured) if configured else Path.home() / ".cache" / "hermes_store_test"
+    version = f"py{sys.version_info.major}.{sys.version_info.minor}"
+    return base / f"previous-release-{PREVIOUS_RELEASE}-{version}"
+
+
 @pytest.fixture(scope="session")
-def previous_release_python(request: pytest.FixtureRequest) -> Path:
-    """The Python of a virtual environment holding the previous release (built once)."""
-    root = Path(request.config.cache.mkdir(f"previous-release-{PREVIOUS_RELEASE}"))
+def previous_release_python() -> Path:
+    """The Python of a virtual environment holding the previous release (built once per machine).
+
+    Keyed by the release's commit and this interpreter's version. Concurrent runs (xdist
+    workers of other sessions, other checkouts) take an exclusive lock while one of them
+    builds; the environment is built under a private name and renamed into place only once
+    complete, so a run killed half-way leaves nothing that looks usable.
+    """
+    root = _cache_root()
+    root.mkdir(parents=True, exist_ok=True)
     python = root / "venv" / "bin" / "python"
-    if python.exists():
-        return python
-    source = root / "src"
-    source.mkdir(exist_ok=True)
-    archive = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "archive", "--format=tar", PREVIOUS_RELEASE],
-        capture_output=True,
-        check=False,
-    )
-    if archive.returncode != 0:
-        pytest.skip(f"commit {PREVIOUS_RELEASE} is not in this checkout: {archive.stderr.decode().strip()}")
-    subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
-    subprocess.run([sys.executable, "-m", "venv", str(root / "venv.partial")], check=True)
-    install = subprocess.run(
-        [str(root / "venv.partial" / "bin" / "pip"), "install", "-q", f"{source}[postgres]"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    if install.returncode != 0:
-        pytest.skip(f"pip could not install the previous release: {install.stderr.strip()[-300:]}")
-    (root / "venv.partial").rename(root / "venv")
+    with open(root / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if python.exists():
+            return python
+        with tempfile.TemporaryDirectory(prefix="build-", dir=root) as scratch:
+            source = Path(scratch) / "src"
+            source.mkdir()
+            archive = subprocess.run(
+                ["git", "-C", str(REPO_ROOT), "archive", "--format=tar", PREVIOUS_RELEASE],
+                capture_output=True,
+                check=False,
+            )
+            if archive.returncode != 0:
+                pytest.skip(
+                    f"commit {PREVIOUS_RELEASE} is not in this checkout: {archive.stderr.decode().strip()}"
+                )
+            subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
+            partial = Path(scratch) / "venv"
+            subprocess.run([sys.executable, "-m", "venv", str(partial)], check=True)
+            install = subprocess.run(
+                [str(partial / "bin" / "pip"), "install", "-q", f"{source}[postgres]"],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=600,
+            )
+            if install.returncode != 0:
+                pytest.skip(f"pip could not install the previous release: {install.stderr.strip()[-300:]}")
+            partial.rename(root / "venv")
     return python
 
 

@@ -20,7 +20,7 @@ from _harness import run_kill_loop, run_migration_kills
 # serial: they aim SIGKILLs and contention at measured timings, which parallel tests skew.
 pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
-WRITER_KILLS = 12
+WRITER_KILLS = 8  # the 8th kill is followed by a full stop (full_stop_every=8)
 UPGRADE_KILLS = 6
 
 
@@ -30,6 +30,7 @@ def test_sigkilled_writers_lose_nothing_acknowledged(
     result = run_kill_loop(tmp_path, kills=WRITER_KILLS, writers=3, seed=20260501)
     reliability_figures["kill_loop"] = result.figures()
     assert result.kills == WRITER_KILLS
+    assert result.full_stops == 1
     assert result.kills_while_writing > 0
     assert result.verifications == result.kills + result.full_stops + 1
     assert result.acknowledged > 0
