@@ -238,12 +238,11 @@ FIRST_SUBSTRING_WINDOW = 8192
 def _substring_hits(
     db: orm.Session, plan: SearchPlan, filters: SearchFilters, params: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """Like/trigram hits, newest first, one window of ids after another.
+    """Like/trigram hits, newest first: the newest window of ids, then the rest.
 
     Hits are ordered by id, so the newest window of :data:`FIRST_SUBSTRING_WINDOW` ids is
-    searched first; when it holds fewer than ``offset + limit`` hits, the next older
-    window, :data:`WINDOW_GROWTH` times as wide, is searched for the rest, and so on
-    until the page is full or the oldest message is reached. A frequent term is answered
+    searched first; when it holds fewer than ``offset + limit`` hits, every older message
+    is searched for the rest. A frequent term is answered
     from the newest rows (the indexes would hand back tens of thousands of candidates);
     a rare one from a few windows whose candidates the indexes find. Each window's query
     bounds the primary key, so the planner can combine it with the trigram and gram
@@ -271,7 +270,10 @@ def _substring_hits(
         hits += found
         if floor <= 0:
             break
-        ceiling, window = floor, window * WINDOW_GROWTH
+        # Then everything older at once: the planner often misjudges how many candidates
+        # pg_trgm and the gram index return, and then reads every candidate's row for each
+        # window (filtering the id after), so more windows would only repeat that work.
+        ceiling, window = floor, floor
     page = hits[params["offset"] : wanted]
     for hit in page:
         hit["snippet"] = substring_snippet(hit["snippet"], terms[0], marked=plan.kind == "trigram")
