@@ -1,18 +1,21 @@
 """Search on PostgreSQL: ``tsvector``/GIN for words, ``pg_trgm``/``ILIKE`` for CJK and substrings.
 
-The same sanitised query as on SQLite is translated from the FTS5 subset we accept —
-words, ``AND``/``OR``/``NOT``, quoted phrases, ``prefix*`` — into a ``tsquery`` built
-from bound parameters (``phraseto_tsquery`` per term, so no user text is ever spliced
-into SQL or into tsquery syntax). The ``simple`` configuration lower-cases and does not
-stem, like FTS5's unicode61 (it does not fold diacritics, unlike unicode61).
+From revision 0014 the stored vectors hold the words SQLite's unicode61 tokenizer cuts
+(:mod:`hermes_store.search.unicode61`), and the same sanitised query as on SQLite is read
+with FTS5's grammar into one ``tsquery`` bound as a parameter
+(:mod:`hermes_store.search.fts5_query`), so word search finds what FTS5 finds. A
+database at 0011–0013 still holds PostgreSQL's own ``simple`` vectors: its word queries
+go through ``phraseto_tsquery`` per term (:func:`tsquery_sql`) until a search sees the
+database at 0014 (:func:`has_unicode61_vectors`).
 
 Every index covers the same text as SQLite's FTS5 tables:
 ``content || ' ' || tool_name || ' ' || tool_calls``. Revision 0012 stores its ``tsvector``
 in ``messages.search_vector`` (GIN-indexed), so matching and ranking read the stored
 vector and only the page returned pays for ``ts_headline``. Substring terms go to the
-``pg_trgm`` index; terms too short for trigrams that hold CJK characters also require
-their CJK characters and pairs from ``idx_messages_cjk_grams``, so no search kind has to
-scan ``messages``. Differences from SQLite are listed in ``docs/postgresql.md``.
+``pg_trgm`` index; short CJK terms require their adjacent CJK pairs from
+``idx_messages_cjk_grams``, so no search kind has to scan ``messages``. Both kinds look
+at a window of the newest message ids first, so a search reads about a page's worth of
+rows, not every match (``docs/search.md``, "best first" on PostgreSQL).
 
 A database still at 0011 (this release runs on it until the deploy's upgrade, see
 :data:`~hermes_store.schema.revisions.OLDEST_RUNNABLE_REVISION`) has neither object: word
