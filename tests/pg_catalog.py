@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 import pg_server
@@ -21,6 +23,31 @@ from support import REPO_ROOT
 
 MIGRATOR = "hermes-store migration"
 """``application_name`` of the migration session (``migrations/env.py``)."""
+
+
+def engine_for(url: str) -> sa.Engine:
+    """An engine that keeps no connection open after use (a test may drop the database)."""
+    return sa.create_engine(url, poolclass=sa.pool.NullPool)
+
+
+def scalar(url: str, sql: str) -> object:
+    """The first column of the first row of ``sql`` at ``url``, on a connection of its own."""
+    engine = engine_for(url)
+    with engine.connect() as connection:
+        value = connection.exec_driver_sql(sql).scalar()
+    engine.dispose()
+    return value
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout_s: float = 120.0) -> object:
+    """Poll ``condition`` every 20 ms until it is truthy (returned) or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def catalog(url: str) -> dict[str, Any]:

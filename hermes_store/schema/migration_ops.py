@@ -331,13 +331,24 @@ def backfill(step: str, table: str, assignment: str, missing: str, batch_rows: i
         return
     # Rows past the current last id were written with the trigger in place.
     last = int(bind.exec_driver_sql(f"SELECT max(id) FROM {table}").scalar() or first)
-    start = low = int(first)
+    update = f"UPDATE {table} SET {assignment} WHERE id >= :low AND id < :high AND {missing}"
+    _run_batches(step, table, update, int(first), last, batch_rows, {})
+
+
+def _run_batches(
+    step: str, table: str, statement: str, start: int, last: int, batch_rows: int, params: dict[str, object]
+) -> None:
+    """Run ``statement`` for the ids ``[low, low + batch_rows)`` from ``start`` to ``last``,
+    each batch in its own transaction (retried on a lock timeout), merging the GIN pending
+    lists after each and reporting progress."""
+    bind = op.get_bind()
     report = progress_fn()
-    update = sa.text(f"UPDATE {table} SET {assignment} WHERE id >= :low AND id < :high AND {missing}")
+    batch = sa.text(statement)
     clean = sa.text(_CLEAN_GIN_PENDING.format(table=table))
+    low = start
     while low <= last:
-        bounds = {"low": low, "high": low + batch_rows}
-        with_lock_retry(partial(bind.execute, update, bounds), f"{step} batch at id {low}")
+        bounds = {**params, "low": low, "high": low + batch_rows}
+        with_lock_retry(partial(bind.execute, batch, bounds), f"{step} batch at id {low}")
         bind.execute(clean)
         low += batch_rows
         report(step, min(low, last + 1) - start, last + 1 - start)
@@ -402,20 +413,13 @@ def rewrite_all(step: str, table: str, assignment: str, batch_rows: int = BATCH_
     first, last = bind.exec_driver_sql(f"SELECT min(id), max(id) FROM {table}").one()
     if first is None:
         return
-    start = low = max(int(first), int(done or 0))
-    report = progress_fn()
-    batch = sa.text(
+    statement = (
         f"WITH batch AS (UPDATE {table} SET {assignment} WHERE id >= :low AND id < :high) "
         f"INSERT INTO {PROGRESS_TABLE} (step, next_id) VALUES (:step, :high) "
         "ON CONFLICT (step) DO UPDATE SET next_id = EXCLUDED.next_id"
     )
-    clean = sa.text(_CLEAN_GIN_PENDING.format(table=table))
-    while low <= last:
-        bounds = {"low": low, "high": low + batch_rows, "step": step}
-        with_lock_retry(partial(bind.execute, batch, bounds), f"{step} batch at id {low}")
-        bind.execute(clean)
-        low += batch_rows
-        report(step, min(low, last + 1) - start, last + 1 - start)
+    start = max(int(first), int(done or 0))
+    _run_batches(step, table, statement, start, int(last), batch_rows, {"step": step})
 
 
 def forget_rewrite(step: str) -> None:

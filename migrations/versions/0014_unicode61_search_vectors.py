@@ -32,6 +32,8 @@ On SQLite this revision changes nothing (FTS5 is unicode61 already); only
 
 from __future__ import annotations
 
+from alembic import context
+
 from hermes_store.schema.migration_ops import (
     analyze,
     dialect_name,
@@ -61,19 +63,16 @@ SELECT {UNICODE61_VECTOR}(left(
 ))
 $$"""
 
-# The 0012 vector function, as 0012 created it (restored on downgrade).
-PREVIOUS_VECTOR_FUNCTION = f"""CREATE OR REPLACE FUNCTION hermes_search_vector(
-    content text, tool_name text, tool_calls text
-) RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-SELECT to_tsvector('simple'::regconfig, left(
-    COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, ''),
-    {SEARCH_VECTOR_CHARS}
-))
-$$"""
-
 REWRITE = "search_vector = hermes_search_vector(content, tool_name, tool_calls)"
 UPGRADE_STEP = "0014 unicode61 search vectors"
 DOWNGRADE_STEP = "0014 downgrade: simple search vectors"
+
+
+def _previous_vector_function() -> str:
+    """Revision 0012's vector function, as 0012 creates it (restored on downgrade)."""
+    script = context.script.get_revision("0012")
+    assert script is not None
+    return str(script.module.CREATE_VECTOR_FUNCTION)
 
 
 def upgrade() -> None:
@@ -92,7 +91,7 @@ def downgrade() -> None:
     if dialect_name() != "postgresql":
         return
     with outside_transaction():
-        execute_with_lock_retry(PREVIOUS_VECTOR_FUNCTION)
+        execute_with_lock_retry(_previous_vector_function())
         forget_rewrite(UPGRADE_STEP)
         rewrite_all(DOWNGRADE_STEP, "messages", REWRITE)
         execute_with_lock_retry(f"DROP FUNCTION IF EXISTS {UNICODE61_VECTOR}(text)")

@@ -12,13 +12,11 @@ second upgrade redoes the rewrite.
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
-from pg_catalog import MIGRATOR, alembic, alembic_command, catalog
+from pg_catalog import MIGRATOR, alembic, alembic_command, catalog, engine_for, scalar, wait_for
 from support import REPO_ROOT
 
 from hermes_store import SessionDB
@@ -39,26 +37,14 @@ FILL = (
 )
 
 
-def _engine(url: str) -> sa.Engine:
-    return sa.create_engine(url, poolclass=sa.pool.NullPool)
-
-
 def _at_0013(url: str) -> None:
     result = alembic(url, "upgrade", "0013")
     assert result.returncode == 0, result.stderr
-    engine = _engine(url)
+    engine = engine_for(url)
     with engine.begin() as connection:
         for statement in FILL:
             connection.exec_driver_sql(statement)
     engine.dispose()
-
-
-def _scalar(url: str, sql: str) -> object:
-    engine = _engine(url)
-    with engine.connect() as connection:
-        value = connection.exec_driver_sql(sql).scalar()
-    engine.dispose()
-    return value
 
 
 def _without_progress_table(schema: dict[str, Any]) -> dict[str, Any]:
@@ -69,7 +55,7 @@ def _without_progress_table(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _vectors_are_unicode61(url: str) -> bool:
-    engine = _engine(url)
+    engine = engine_for(url)
     with engine.connect() as connection:
         rows = connection.exec_driver_sql(
             "SELECT content, tool_name, tsvector_to_array(search_vector) FROM messages ORDER BY id"
@@ -82,11 +68,11 @@ def _vectors_are_unicode61(url: str) -> bool:
 
 def test_upgrade_rewrites_every_vector_and_word_search_agrees_with_fts5(pg_url: str) -> None:
     _at_0013(pg_url)
-    assert _scalar(pg_url, "SELECT count(*) FROM messages WHERE search_vector @@ 'cafe'::tsquery") == 0
+    assert scalar(pg_url, "SELECT count(*) FROM messages WHERE search_vector @@ 'cafe'::tsquery") == 0
     result = alembic(pg_url, "upgrade", "head")
     assert result.returncode == 0, result.stderr
     assert _vectors_are_unicode61(pg_url)
-    assert _scalar(pg_url, f"SELECT next_id > {ROWS} FROM {PROGRESS_TABLE} WHERE step = '{STEP}'") is True
+    assert scalar(pg_url, f"SELECT next_id > {ROWS} FROM {PROGRESS_TABLE} WHERE step = '{STEP}'") is True
     db = SessionDB(url=pg_url)
     try:
         assert len(db.search_messages("cafe", limit=ROWS + 1)) == ROWS
@@ -96,7 +82,7 @@ def test_upgrade_rewrites_every_vector_and_word_search_agrees_with_fts5(pg_url: 
     finally:
         db.close()
     # A writer that leaves the vector to the database (the previous release) gets unicode61's.
-    engine = _engine(pg_url)
+    engine = engine_for(pg_url)
     with engine.begin() as connection:
         connection.exec_driver_sql(
             "INSERT INTO messages (session_id, role, content, timestamp) "
@@ -112,31 +98,22 @@ def test_upgrade_rewrites_every_vector_and_word_search_agrees_with_fts5(pg_url: 
 def test_downgrade_restores_0013s_vectors_and_a_second_upgrade_redoes_the_rewrite(pg_url: str) -> None:
     _at_0013(pg_url)
     at_0013 = catalog(pg_url)
-    before = _scalar(pg_url, "SELECT string_agg(search_vector::text, '|' ORDER BY id) FROM messages")
+    before = scalar(pg_url, "SELECT string_agg(search_vector::text, '|' ORDER BY id) FROM messages")
     assert alembic(pg_url, "upgrade", "head").returncode == 0
     result = alembic(pg_url, "downgrade", "0013")
     assert result.returncode == 0, result.stderr
-    assert _scalar(pg_url, "SELECT string_agg(search_vector::text, '|' ORDER BY id) FROM messages") == before
+    assert scalar(pg_url, "SELECT string_agg(search_vector::text, '|' ORDER BY id) FROM messages") == before
     # The progress table stays (it records finished steps); everything else is 0013's.
     assert _without_progress_table(catalog(pg_url)) == at_0013
     assert alembic(pg_url, "upgrade", "head").returncode == 0
     assert _vectors_are_unicode61(pg_url)
 
 
-def _wait_for(condition, what: str, timeout_s: float = 120.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_killed_during_the_rewrite_resumes_after_the_last_committed_batch(
     pg_url: str, tmp_path: Path
 ) -> None:
     _at_0013(pg_url)
-    holder = _engine(pg_url).connect()
+    holder = engine_for(pg_url).connect()
     holder.exec_driver_sql(f"SELECT id FROM messages WHERE id = {ROWS} FOR UPDATE").all()
     with (tmp_path / "upgrade.log").open("wb") as stderr:
         upgrade = subprocess.Popen(
@@ -148,17 +125,17 @@ def test_killed_during_the_rewrite_resumes_after_the_last_committed_batch(
     done_before_kill = ROWS - BATCH_ROWS + 1
 
     def progress() -> object:
-        if _scalar(pg_url, f"SELECT to_regclass('{PROGRESS_TABLE}')") is None:
+        if scalar(pg_url, f"SELECT to_regclass('{PROGRESS_TABLE}')") is None:
             return None
-        return _scalar(pg_url, f"SELECT max(next_id) FROM {PROGRESS_TABLE}")
+        return scalar(pg_url, f"SELECT max(next_id) FROM {PROGRESS_TABLE}")
 
-    _wait_for(lambda: progress() == done_before_kill, "every batch but the blocked last one")
-    first_batch = _scalar(pg_url, f"SELECT string_agg(xmin::text, ',') FROM messages WHERE id < {BATCH_ROWS}")
+    wait_for(lambda: progress() == done_before_kill, "every batch but the blocked last one")
+    first_batch = scalar(pg_url, f"SELECT string_agg(xmin::text, ',') FROM messages WHERE id < {BATCH_ROWS}")
     upgrade.kill()
     upgrade.wait(timeout=30)
-    _wait_for(
+    wait_for(
         lambda: (
-            _scalar(
+            scalar(
                 pg_url,
                 f"SELECT count(*) FROM pg_stat_activity WHERE application_name = '{MIGRATOR}' "
                 "AND datname = current_database()",
@@ -169,12 +146,12 @@ def test_killed_during_the_rewrite_resumes_after_the_last_committed_batch(
     )
     holder.rollback()
     holder.close()
-    assert _scalar(pg_url, "SELECT version_num FROM alembic_version") == "0013"
+    assert scalar(pg_url, "SELECT version_num FROM alembic_version") == "0013"
     result = alembic(pg_url, "upgrade", "head")
     assert result.returncode == 0, result.stderr
     assert _vectors_are_unicode61(pg_url)
     # The rerun started at the blocked batch: the first batch's rows were not written again.
     assert (
-        _scalar(pg_url, f"SELECT string_agg(xmin::text, ',') FROM messages WHERE id < {BATCH_ROWS}")
+        scalar(pg_url, f"SELECT string_agg(xmin::text, ',') FROM messages WHERE id < {BATCH_ROWS}")
         == first_batch
     )

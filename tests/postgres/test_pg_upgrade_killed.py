@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from pg_catalog import MIGRATOR, alembic, alembic_command, catalog
+from pg_catalog import MIGRATOR, alembic, alembic_command, catalog, engine_for, scalar, wait_for
 from support import REPO_ROOT
 
 from hermes_store.schema.migration_ops import BATCH_ROWS
@@ -43,10 +43,6 @@ FILL = (
     "SELECT 's', 'user', 'message ' || i || ' about kubernetes 记忆', "
     f"CASE WHEN mod(i, 3) = 0 THEN 'terminal' END, 1.7e9 + i FROM generate_series(1, {ROWS}) AS i",
 )
-
-
-def _engine(url: str) -> sa.Engine:
-    return sa.create_engine(url, poolclass=sa.pool.NullPool)
 
 
 def _admin_execute(admin_url: str, statement: str) -> None:
@@ -68,7 +64,7 @@ def templates(pg_admin_url: str) -> Iterator[dict[str, str]]:
     try:
         _admin_execute(pg_admin_url, f'CREATE DATABASE "{names["0010"]}"')
         alembic(urls["0010"], "upgrade", "0010")
-        engine = _engine(urls["0010"])
+        engine = engine_for(urls["0010"])
         with engine.begin() as connection:
             for statement in FILL:
                 connection.exec_driver_sql(statement)
@@ -101,27 +97,9 @@ def copy_of(pg_admin_url: str, templates: dict[str, str]) -> Iterator[Callable[[
         _admin_execute(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _wait_for(condition: Callable[[], object], what: str, timeout_s: float = 120.0) -> object:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _scalar(url: str, sql: str) -> object:
-    engine = _engine(url)
-    with engine.connect() as connection:
-        value = connection.exec_driver_sql(sql).scalar()
-    engine.dispose()
-    return value
-
-
 def _migrator_query(url: str) -> str:
     return str(
-        _scalar(
+        scalar(
             url,
             "SELECT COALESCE(string_agg(query, ' | '), '') FROM pg_stat_activity "
             f"WHERE application_name = '{MIGRATOR}' AND datname = current_database()",
@@ -148,13 +126,13 @@ def _kill_and_rerun(
     upgrade.kill()
     upgrade.wait(timeout=30)
     killed = time.monotonic()
-    _wait_for(lambda: _migrator_query(url) == "", "the killed migrator's server session to end", 30.0)
+    wait_for(lambda: _migrator_query(url) == "", "the killed migrator's server session to end", 30.0)
     outlived = time.monotonic() - killed
     after_kill()
     release()
     alembic(url, "upgrade", "head")
-    assert _scalar(url, "SELECT count(*) FROM messages WHERE search_vector IS NULL") == 0
-    assert _scalar(url, "SELECT count(*) FROM messages") == ROWS
+    assert scalar(url, "SELECT count(*) FROM messages WHERE search_vector IS NULL") == 0
+    assert scalar(url, "SELECT count(*) FROM messages") == ROWS
     assert catalog(url) == catalog(clean)
     return outlived
 
@@ -163,11 +141,11 @@ def test_killed_while_0012_waits_for_its_column_lock(
     copy_of: Callable[[str], str], templates: dict[str, str], tmp_path: Path, record_property: Callable
 ) -> None:
     url = copy_of("0011")
-    reader = _engine(url).connect()
+    reader = engine_for(url).connect()
     reader.exec_driver_sql("SELECT count(*) FROM messages WHERE id = 1").all()  # ACCESS SHARE, held
     upgrade = _start_upgrade(url, tmp_path / "upgrade.log")
-    _wait_for(lambda: "ALTER TABLE messages ADD COLUMN" in _migrator_query(url), "0012's ALTER TABLE")
-    assert _scalar(url, "SELECT count(*) FROM pg_attribute WHERE attname = 'search_vector'") == 0
+    wait_for(lambda: "ALTER TABLE messages ADD COLUMN" in _migrator_query(url), "0012's ALTER TABLE")
+    assert scalar(url, "SELECT count(*) FROM pg_attribute WHERE attname = 'search_vector'") == 0
 
     def release() -> None:
         reader.rollback()
@@ -181,19 +159,19 @@ def test_killed_during_the_backfill_resumes_at_the_first_missing_row(
 ) -> None:
     url = copy_of("0011")
     upgrade = _start_upgrade(url, tmp_path / "upgrade.log")
-    _wait_for(
-        lambda: _scalar(url, "SELECT count(*) FROM pg_trigger WHERE tgname = 'messages_search_vector'"),
+    wait_for(
+        lambda: scalar(url, "SELECT count(*) FROM pg_trigger WHERE tgname = 'messages_search_vector'"),
         "0012's trigger",
     )
-    holder = _engine(url).connect()
+    holder = engine_for(url).connect()
     holder.exec_driver_sql(f"SELECT id FROM messages WHERE id = {ROWS} FOR UPDATE").all()
-    _wait_for(
+    wait_for(
         lambda: (
-            _scalar(url, "SELECT count(*) FROM messages WHERE search_vector IS NOT NULL") == ROWS - BATCH_ROWS
+            scalar(url, "SELECT count(*) FROM messages WHERE search_vector IS NOT NULL") == ROWS - BATCH_ROWS
         ),
         "every batch but the blocked last one",
     )
-    _wait_for(lambda: "UPDATE messages SET search_vector" in _migrator_query(url), "the blocked batch")
+    wait_for(lambda: "UPDATE messages SET search_vector" in _migrator_query(url), "the blocked batch")
 
     def release() -> None:
         holder.rollback()
@@ -206,13 +184,13 @@ def test_killed_during_a_concurrent_index_build_rebuilds_the_invalid_index(
     copy_of: Callable[[str], str], templates: dict[str, str], tmp_path: Path, record_property: Callable
 ) -> None:
     url = copy_of("0010")
-    writer = _engine(url).connect()
+    writer = engine_for(url).connect()
     writer.exec_driver_sql(
         "INSERT INTO messages (session_id, role, content, timestamp) VALUES ('s', 'user', 'open', 1.8e9)"
     )  # ROW EXCLUSIVE held by an open transaction: CONCURRENTLY waits for it
     upgrade = _start_upgrade(url, tmp_path / "upgrade.log")
-    _wait_for(
-        lambda: _scalar(
+    wait_for(
+        lambda: scalar(
             url,
             "SELECT count(*) FROM pg_stat_progress_create_index p JOIN pg_stat_activity a USING (pid) "
             f"WHERE a.application_name = '{MIGRATOR}' AND starts_with(p.phase, 'waiting for writers')",
@@ -221,7 +199,7 @@ def test_killed_during_a_concurrent_index_build_rebuilds_the_invalid_index(
     )
 
     def left_invalid() -> None:
-        invalid = _scalar(
+        invalid = scalar(
             url,
             "SELECT string_agg(c.relname, ',') FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
             "WHERE NOT i.indisvalid",
