@@ -51,9 +51,20 @@ T = TypeVar("T")
 _SESSION_KEYWORDS = frozenset({"model", "model_config", "system_prompt", "user_id", "parent_session_id"})
 
 
-def _reraise_integrity(exc: sa_exc.IntegrityError) -> BaseException:
-    # Upstream callers catch the driver's IntegrityError (sqlite3.IntegrityError).
-    return exc.orig if isinstance(exc.orig, BaseException) else exc
+WritePlan = tuple[Callable[[Connection], Any], str]
+"""A write not yet run: the work for a Core connection, and what it is for errors."""
+
+
+def caller_error(exc: sa_exc.StatementError) -> BaseException:
+    """What a store call raises for SQLAlchemy's wrapped error ``exc`` (``exc`` itself when
+    it has nothing better): the driver's ``IntegrityError``, which upstream callers catch
+    (``sqlite3.IntegrityError``), and a ``ValueError``/``TypeError`` a column type raised
+    for the caller's value (e.g. bytes on PostgreSQL) as that error."""
+    if isinstance(exc, sa_exc.IntegrityError):
+        return exc.orig if isinstance(exc.orig, BaseException) else exc
+    if isinstance(exc.orig, ValueError | TypeError):
+        return exc.orig
+    return exc
 
 
 def _forget_raw_connection(db: SessionDB) -> list[object]:
@@ -177,14 +188,11 @@ class SessionDB:
         self._check_open()
         try:
             return self._uow.write_connection(work, operation)
-        except sa_exc.IntegrityError as exc:
-            raise _reraise_integrity(exc) from exc
         except sa_exc.StatementError as exc:
-            # A value the column type refused (e.g. bytes on PostgreSQL): surface the
-            # caller's error as the ValueError/TypeError it is.
-            if isinstance(exc.orig, ValueError | TypeError):
-                raise exc.orig from exc
-            raise
+            error = caller_error(exc)
+            if error is exc:
+                raise
+            raise error from exc
 
     def _read(self, work: Callable[[orm.Session], T]) -> T:
         """Run ``work`` with an ORM session in a read transaction (kept for the CLI)."""
@@ -443,7 +451,25 @@ class SessionDB:
             codex_reasoning_items,
             codex_message_items,
         )
-        return self._write(lambda db: messages.append(db, session_id, message), "appending a message")
+        return self._write(*self._append_plan(session_id, message))  # type: ignore[no-any-return]
+
+    def _append_plan(self, session_id: str, message: messages.NewMessage) -> WritePlan:
+        """The write that stores ``message`` (checked and encoded) in ``session_id``."""
+        require_str("session_id", session_id)
+        return (lambda db: messages.append(db, session_id, message)), "appending a message"
+
+    def _append_many_plan(self, session_id: str, messages_: Sequence[dict[str, Any]]) -> WritePlan | None:
+        """The write that stores a turn's messages (``None``: there are none), each entry
+        checked and encoded first, so that a bad one raises before anything is written."""
+        require_str("session_id", session_id)
+        prepared = []
+        for entry in messages_:
+            if not isinstance(entry, dict):
+                raise TypeError(f"each message must be a dict, not {type(entry).__name__}")
+            prepared.append(self._new_message(**entry))
+        if not prepared:
+            return None
+        return (lambda db: messages.append_many(db, session_id, prepared)), "appending messages"
 
     def append_messages(self, session_id: str, messages_: Sequence[dict[str, Any]]) -> list[int]:
         """Store a turn's messages in one transaction; returns their ids, in order.
@@ -453,15 +479,8 @@ class SessionDB:
         per entry, but all are written or none: a wrongly typed entry raises
         ``TypeError`` and an unknown session ``sqlite3.IntegrityError``, writing nothing.
         """
-        require_str("session_id", session_id)
-        prepared = []
-        for entry in messages_:
-            if not isinstance(entry, dict):
-                raise TypeError(f"each message must be a dict, not {type(entry).__name__}")
-            prepared.append(self._new_message(**entry))
-        if not prepared:
-            return []
-        return self._write(lambda db: messages.append_many(db, session_id, prepared), "appending messages")
+        plan = self._append_many_plan(session_id, messages_)
+        return [] if plan is None else self._write(*plan)
 
     def _new_message(
         self,

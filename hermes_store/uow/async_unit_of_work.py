@@ -8,7 +8,10 @@
   on a sync engine for the same file — one hop from the loop and back per call, however
   many statements the call makes. Lock waits, SQLite's busy timeout and the pause between
   attempts all happen in that thread, never on the loop, and the writes of concurrent
-  tasks join one group commit, exactly as the threads of a sync store do.
+  tasks join one group commit, exactly as the threads of a sync store do. Appends,
+  prepared on the loop, go further (:meth:`AsyncUnitOfWork.write_batched`): the appends
+  of all tasks wait on the loop while a batch commits and then go to one worker thread
+  together — one hop per batch.
 * **PostgreSQL** (real async I/O, psycopg's async mode or asyncpg): the same code runs in
   a greenlet on an :class:`~sqlalchemy.ext.asyncio.AsyncEngine` (:class:`LoopUnitOfWork`);
   writers of one loop queue on an :class:`asyncio.Lock`, the jittered pause is
@@ -36,6 +39,7 @@ from hermes_store.api.async_completion import CompletionGroup
 from hermes_store.db.engine import create_engine, sqlite_path
 from hermes_store.db.urls import sync_driver_url
 from hermes_store.uow.async_bridge import GreenletLock, current_call, pause, run_in_greenlet
+from hermes_store.uow.async_write_batch import WriteBatcher
 from hermes_store.uow.unit_of_work import (
     CHECKPOINT_EVERY_N_WRITES,
     MAX_ATTEMPTS,
@@ -115,6 +119,7 @@ class AsyncUnitOfWork:
             "checkpoint_every": checkpoint_every,
         }
         self._threads: ThreadPoolExecutor | None = None
+        self._batcher: WriteBatcher | None = None
         self.sync: UnitOfWork
         if engine.url.get_backend_name() == "sqlite":
             # The sync engine is always ours; ``engine`` stays for the caller's own use.
@@ -123,6 +128,7 @@ class AsyncUnitOfWork:
             self._threads = ThreadPoolExecutor(
                 max_workers=1 if in_memory else WORKER_THREADS, thread_name_prefix="hermes-store"
             )
+            self._batcher = WriteBatcher(self.sync, self._threads)
         else:
             self.sync = LoopUnitOfWork(engine, owns_engine=owns_engine, **policy)
         self._calls = CompletionGroup()
@@ -163,6 +169,15 @@ class AsyncUnitOfWork:
         """:meth:`write` with a Core :class:`~sqlalchemy.engine.Connection` for ``work``
         instead of an ORM session (as :meth:`UnitOfWork.write_connection`)."""
         return await self.run(self.sync.write_connection, work, operation)
+
+    async def write_batched(self, work: Callable[[Connection], T], operation: str) -> T:
+        """:meth:`write_connection` for a write prepared on the loop: on SQLite it waits on
+        the loop with the writes of other tasks and goes to a worker thread with them, as
+        one batch in one group commit (:mod:`hermes_store.uow.async_write_batch`); a
+        server runs it as :meth:`write_connection` does. Same contract otherwise."""
+        if self._batcher is None:
+            return await self.write_connection(work, operation)
+        return await self._calls.run(self._batcher.submit(work, operation))
 
     async def read(self, work: Callable[[orm.Session], T]) -> T:
         """Run ``work(session)`` in a read transaction that never takes the write lock."""

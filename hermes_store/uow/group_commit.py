@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
+
 class QueuedWrite(Generic[T]):
     """One write waiting for (or done in) a group's transaction, with its own outcome.
 
@@ -84,24 +85,26 @@ class WriteQueue:
     def __len__(self) -> int:
         return len(self._writes)
 
-    def wait_for_turn(self, write: QueuedWrite[Any]) -> bool:
-        """Queue ``write`` and sleep until it is done (``False``) or leads (``True``)."""
+    def wait_for_turn(self, writes: list[QueuedWrite[Any]]) -> bool:
+        """Queue ``writes`` (one caller's, in order) and sleep until all are done
+        (``False``) or one of them leads (``True``)."""
         with self._changed:
-            self._writes.append(write)
+            self._writes.extend(writes)
             self._grown.notify()
             try:
-                while not write.done and self._writes[0] is not write:
+                while not all(write.done for write in writes) and not _holds(writes, self._writes[0]):
                     self._changed.wait()
             except BaseException as exc:
                 # Interrupted while waiting (KeyboardInterrupt in the main thread): the
-                # write is withdrawn — no later group runs it — and, were it at the front,
-                # the next write must lead instead.
-                if not write.done:
-                    write.fail(exc)
+                # writes are withdrawn — no later group runs them — and, were one at the
+                # front, the next write must lead instead.
+                for write in writes:
+                    if not write.done:
+                        write.fail(exc)
                 self._writes = deque(w for w in self._writes if not w.done)
                 self._changed.notify_all()
                 raise
-            return not write.done
+            return not all(write.done for write in writes)
 
     def gather(self, expected: int, timeout: float) -> None:
         """The leader: wait up to ``timeout`` s until ``expected`` writes are queued (the
@@ -119,3 +122,8 @@ class WriteQueue:
         with self._changed:
             self._writes = deque(write for write in self._writes if not write.done)
             self._changed.notify_all()
+
+
+def _holds(writes: list[QueuedWrite[Any]], front: QueuedWrite[Any]) -> bool:
+    # By identity: a write is one call's, never equal to another's.
+    return any(write is front for write in writes)

@@ -131,44 +131,61 @@ class UnitOfWork:
         return self._write(work, operation, with_session=False)
 
     def _write(self, work: Callable[[Any], T], operation: str, *, with_session: bool) -> T:
-        caller = self._caller()
-        if self._writer == caller:
-            raise NestedWrite(operation)
         write: QueuedWrite[T] = QueuedWrite(work, operation, with_session)
         # ORM-session writes run alone (a session's pending objects and flush belong to
         # one write); the facade's writes all use a Core connection and join.
-        joins = self.groups_commits and not with_session
-        if joins and not self._queue.wait_for_turn(write):
-            return write.outcome()  # committed (or refused) in a group another thread led
+        self._run_writes([write], joins=self.groups_commits and not with_session, gathers=True)
+        return write.outcome()
+
+    def run_queued(self, writes: list[QueuedWrite[Any]]) -> None:
+        """Run ``writes`` (Core-connection writes handed over together, as the asyncio
+        store's batch is) and return once every one of them has its outcome.
+
+        They join the group commit like the writes of other threads: queued in the given
+        order and committed in the same transaction where the backend groups commits
+        (SQLite), each keeping its own result, error and attempt count. Outcomes are in
+        the writes (:meth:`QueuedWrite.outcome`); nothing is raised here except an
+        interruption, which also ends the writes of the batch that had not finished.
+        """
+        if writes:
+            # A batch arrives whole: waiting for more writers to queue would only delay it.
+            self._run_writes(writes, joins=self.groups_commits, gathers=False)
+
+    def _run_writes(self, own: list[QueuedWrite[Any]], *, joins: bool, gathers: bool) -> None:
+        caller = self._caller()
+        if self._writer == caller:
+            raise NestedWrite(own[0].operation)
+        if joins and not self._queue.wait_for_turn(own):
+            return  # committed (or refused) in a group another thread led
         try:
             with self._lock:
                 self._writer = caller
                 try:
-                    self._lead(write, joins)
+                    self._lead(own, joins, gathers)
                 finally:
                     self._writer = None
         finally:
             if joins:
                 self._queue.release()
-        return write.outcome()
 
-    def _lead(self, own: QueuedWrite[Any], joins: bool) -> None:
-        """Holding the writer lock: run groups (with retries) until ``own`` is done.
+    def _lead(self, own: list[QueuedWrite[Any]], joins: bool, gathers: bool) -> None:
+        """Holding the writer lock: run groups (with retries) until ``own`` are all done.
 
         Each round takes every queued write, so writes that arrived during a commit or a
         retry pause join the next attempt. The pause between attempts is taken holding the
         lock: the other writers of this process would only meet the same lock in SQLite.
         """
-        while not own.done:
-            if joins:
+        while not all(write.done for write in own):
+            if joins and gathers:
                 self._gather()
-            group = self._queue.pending() if joins else [own]
+            group = self._queue.pending() if joins else [w for w in own if not w.done][:1]
             started = time.perf_counter()
             pause = self._run_group(group, own)
-            if joins:
+            if joins and gathers:
+                # The rhythm of writers that come back one by one (threads), not of batches.
                 self._last_group_size = len(group)
                 self._last_attempt_s = time.perf_counter() - started
-            if pause is not None and not own.done:
+            if pause is not None and not all(write.done for write in own):
                 self._pause(pause)
 
     def _gather(self) -> None:
@@ -185,7 +202,7 @@ class UnitOfWork:
         if expected > 1 and len(self._queue) < expected:
             self._queue.gather(expected, min(GATHER_MAX_S, self._last_attempt_s))
 
-    def _run_group(self, group: list[QueuedWrite[Any]], own: QueuedWrite[Any]) -> float | None:
+    def _run_group(self, group: list[QueuedWrite[Any]], own: list[QueuedWrite[Any]]) -> float | None:
         """One attempt at ``group``; every write that ends gets its outcome. Returns how
         long to pause before the next attempt (``None``: go on at once)."""
         try:
@@ -201,9 +218,11 @@ class UnitOfWork:
             return None
         except BaseException as exc:
             # Interrupted (KeyboardInterrupt, a cancelled task): the others were rolled back
-            # with it and stay queued for the next leader; only the leader's own write
-            # ends, with the interruption its caller is about to see.
-            own.fail(exc)
+            # with it and stay queued for the next leader; only the leader's own writes
+            # end, with the interruption their caller is about to see.
+            for write in own:
+                if not write.done:
+                    write.fail(exc)
             raise
         for write, result in committed:
             write.succeed(result)

@@ -1,7 +1,8 @@
 """A SIGKILL during group commits loses no acknowledged write (issue 21).
 
-A child process runs several threads appending to one store as fast as they can, so
-their writes are committed in groups; it prints every message id a call returned. The
+A child process runs several threads appending to one store as fast as they can (or
+asyncio tasks on one ``AsyncSessionDB``, whose appends are batched), so their writes are
+committed in groups; it prints every message id a call returned. The
 child is killed with SIGKILL mid-stream, several times on the same file, and after each
 kill a plain ``sqlite3`` reader checks: every printed id is stored with its content,
 nothing is stored twice, the counters equal the rows, and the file and both full-text
@@ -26,13 +27,17 @@ pytestmark = [pytest.mark.serial]  # kills aimed at a busy writer; parallel test
 WORKER = Path(__file__).resolve().parent / "_group_commit_writer.py"
 KILLS = 2
 THREADS = 4
+TASKS = 16
 ACKS_BEFORE_KILL = 60
 
 
-def _run_and_kill(path: Path, run: int) -> list[tuple[int, str, str]]:
+def _run_and_kill(path: Path, run: int, mode: str) -> list[tuple[int, str, str]]:
     """Start a writer, SIGKILL it once it has acknowledged enough; every line it printed."""
+    writers = THREADS if mode == "threads" else TASKS
     child = subprocess.Popen(
-        [sys.executable, str(WORKER), str(path), str(THREADS), f"r{run}"], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(WORKER), str(path), str(writers), f"r{run}", mode],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "ready"
@@ -58,11 +63,12 @@ def _parse(line: str) -> tuple[int, str, str]:
     return int(message_id), session, content
 
 
-def test_sigkill_during_group_commits_loses_no_acknowledged_write(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["threads", "tasks"])
+def test_sigkill_during_group_commits_loses_no_acknowledged_write(tmp_path: Path, mode: str) -> None:
     path = tmp_path / "state.db"
     acknowledged: dict[int, tuple[str, str]] = {}
     for run in range(KILLS):
-        for message_id, session, content in _run_and_kill(path, run):
+        for message_id, session, content in _run_and_kill(path, run, mode):
             assert message_id not in acknowledged, "one id acknowledged for two messages"
             acknowledged[message_id] = (session, content)
         with closing(sqlite3.connect(path)) as check:

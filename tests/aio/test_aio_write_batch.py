@@ -1,0 +1,136 @@
+"""Appends of concurrent tasks on one ``AsyncSessionDB`` (SQLite): one batch, one commit.
+
+``uow/async_write_batch.py`` queues appends on the loop while a batch commits and sends
+the next batch to one worker thread; these tests count real commits with the engine's
+``commit`` event and read every row back with sqlite3.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Awaitable
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event
+
+from hermes_store.aio import AsyncSessionDB
+from hermes_store.uow import async_write_batch
+
+
+def _rows(path: Path) -> list[tuple[str, str]]:
+    with closing(sqlite3.connect(path)) as check:
+        return check.execute("SELECT session_id, content FROM messages ORDER BY id").fetchall()
+
+
+def test_appends_of_many_tasks_share_commits_and_keep_each_sessions_order(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    commits: list[int] = []
+
+    async def scenario() -> list[int]:
+        async with AsyncSessionDB(path) as db:
+            event.listen(db.sync_engine, "commit", lambda _conn: commits.append(1))
+            for n in range(20):
+                await db.create_session(f"s{n}", "test")
+            commits.clear()
+
+            async def task(n: int) -> list[int]:
+                return [await db.append_message(f"s{n}", "user", f"s{n} #{k}") for k in range(10)]
+
+            ids = await asyncio.gather(*(task(n) for n in range(20)))
+            return [i for per_task in ids for i in per_task]
+
+    ids = asyncio.run(scenario())
+    assert len(set(ids)) == 200
+    # 200 appends, 20 at a time: far fewer commits than appends (the first batch may be
+    # a single write, every later one holds what queued while the one before committed).
+    assert len(commits) <= 40, len(commits)
+    rows = _rows(path)
+    assert len(rows) == 200
+    for n in range(20):
+        assert [c for s, c in rows if s == f"s{n}"] == [f"s{n} #{k}" for k in range(10)]
+    with closing(sqlite3.connect(path)) as check:
+        assert check.execute("SELECT MIN(message_count), MAX(message_count) FROM sessions").fetchone() == (
+            10,
+            10,
+        )
+
+
+def test_a_bad_append_in_a_batch_fails_alone(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+
+    async def scenario() -> list[object]:
+        async with AsyncSessionDB(path) as db:
+            await db.create_session("here", "test")
+            calls: list[Awaitable[object]] = [db.append_message("here", "user", f"m{n}") for n in range(5)]
+            calls.insert(2, db.append_message("missing", "user", "nowhere"))
+            calls.insert(4, db.append_messages("missing", [{"role": "user", "content": "x"}]))
+            return await asyncio.gather(*calls, return_exceptions=True)
+
+    outcomes = asyncio.run(scenario())
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    # Upstream's error for an unknown session: the driver's IntegrityError.
+    assert len(errors) == 2 and all(isinstance(e, sqlite3.IntegrityError) for e in errors), outcomes
+    assert [c for _s, c in _rows(path)] == [f"m{n}" for n in range(5)]
+
+
+def test_a_burst_larger_than_one_batch_is_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(async_write_batch, "MAX_BATCH", 7)
+    path = tmp_path / "state.db"
+    commits: list[int] = []
+
+    async def scenario() -> None:
+        async with AsyncSessionDB(path) as db:
+            await db.create_session("s", "test")
+            event.listen(db.sync_engine, "commit", lambda _conn: commits.append(1))
+            await asyncio.gather(*(db.append_message("s", "user", f"m{n}") for n in range(30)))
+
+    asyncio.run(scenario())
+    assert [c for _s, c in _rows(path)] == [f"m{n}" for n in range(30)]
+    assert len(commits) >= 30 // 7
+
+
+def test_validation_errors_come_before_anything_is_queued(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with AsyncSessionDB(tmp_path / "state.db") as db:
+            await db.create_session("s", "test")
+            with pytest.raises(TypeError):
+                await db.append_message("s", 3)  # type: ignore[arg-type]
+            with pytest.raises(TypeError):
+                await db.append_message(None, "user")  # type: ignore[arg-type]
+            with pytest.raises(TypeError):
+                await db.append_messages("s", ["not a dict"])  # type: ignore[list-item]
+            assert await db.append_messages("s", []) == []
+            assert await db.message_count("s") == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_cancelled_caller_does_not_stop_its_queued_append(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+
+    async def scenario() -> None:
+        db = AsyncSessionDB(path)
+        await db.create_session("s", "test")
+        calls = [asyncio.ensure_future(db.append_message("s", "user", f"m{n}")) for n in range(10)]
+        await asyncio.sleep(0)
+        for call in calls[3:6]:
+            call.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+        await db.close()  # waits for every write in flight, cancelled callers' included
+
+    asyncio.run(scenario())
+    assert [c for _s, c in _rows(path)] == [f"m{n}" for n in range(10)]
+
+
+def test_appends_after_close_are_refused(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        db = AsyncSessionDB(tmp_path / "state.db")
+        await db.create_session("s", "test")
+        await db.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            await db.append_message("s", "user", "late")
+
+    asyncio.run(scenario())
