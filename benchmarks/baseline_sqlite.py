@@ -559,6 +559,48 @@ class BaselineStore:
         ``message_count`` grows by one for every role; ``tool_call_count`` by ``len(tool_calls)``
         for a list and by one for any other non-``None`` value. Returns the new message id.
         """
+        return self._execute_write(
+            self._message_write(
+                session_id,
+                role,
+                content,
+                tool_name,
+                tool_calls,
+                tool_call_id,
+                token_count,
+                finish_reason,
+                reasoning=reasoning,
+                reasoning_content=reasoning_content,
+                reasoning_details=reasoning_details,
+                codex_reasoning_items=codex_reasoning_items,
+                codex_message_items=codex_message_items,
+            )
+        )
+
+    def append_in_one_transaction(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[int]:
+        """``append_message(session_id, **kwargs)`` for each ``(session_id, kwargs)`` of
+        ``calls``, all in one transaction: one commit, one fsync. Not upstream's API: the
+        ceiling a perfect group commit could reach (benchmarks.bench_targets)."""
+        writes = [self._message_write(session_id, **kwargs) for session_id, kwargs in calls]
+        return self._execute_write(lambda conn: [write(conn) for write in writes])
+
+    def _message_write(
+        self,
+        session_id: str,
+        role: str,
+        content: Any = None,
+        tool_name: str | None = None,
+        tool_calls: Any = None,
+        tool_call_id: str | None = None,
+        token_count: int | None = None,
+        finish_reason: str | None = None,
+        *,
+        reasoning: str | None = None,
+        reasoning_content: str | None = None,
+        reasoning_details: Any = None,
+        codex_reasoning_items: Any = None,
+        codex_message_items: Any = None,
+    ) -> Callable[[sqlite3.Connection], int]:
         stored_content = _encode_content(content)
         calls_json = _json_or_null(tool_calls)
         details_json = _json_or_null(reasoning_details)
@@ -604,7 +646,7 @@ class BaselineStore:
             assert cur.lastrowid is not None
             return cur.lastrowid
 
-        return self._execute_write(write)
+        return write
 
     def get_messages_as_conversation(self, session_id: str) -> list[dict[str, Any]]:
         """Replay a session as OpenAI-style message dicts, oldest first.

@@ -11,7 +11,10 @@ side alike), then reports medians over rounds and the ratios the issue asks for:
   upstream's 8-thread figure of the same round;
 * **4 and 8 processes on one file**, each opening its own store, the same total;
 * **append_messages**: turns of 4 messages, one ``append_messages`` call each against 4
-  ``append_message`` calls (hermes_store) and against upstream's 4 calls.
+  ``append_message`` calls (hermes_store) and against upstream's 4 calls;
+* **ceilings** (raw sqlite3 only): upstream's appends from one thread, 8 (round-robin over
+  8 sessions) or 4 to a transaction — the most a group commit of that size could reach at
+  no cost of its own, put beside upstream's 8 threads and raw sqlite3's one-by-one turns.
 
 Upstream is Hermes' own ``hermes_state.py`` extracted from the mirror at run time
 (:mod:`benchmarks.upstream`); "sqlite3" is :mod:`benchmarks.baseline_sqlite`, plain sqlite3
@@ -200,6 +203,29 @@ def run_turns(side: str, path: Path, upstream: Path | None, turns: int, batched:
     return elapsed, acks
 
 
+def run_ceiling(path: Path, sessions: int, per_commit: int, total: int) -> tuple[float, Acks]:
+    """Raw sqlite3 doing upstream's appends from one thread, ``per_commit`` in each
+    transaction, round-robin over ``sessions``: what a perfect group commit of that size
+    could reach with no cost of its own."""
+    from benchmarks.baseline_sqlite import BaselineStore
+
+    db = BaselineStore(path)
+    names = [f"c{n}" for n in range(sessions)]
+    for name in names:
+        db.create_session(name, "bench")
+    per = total // sessions
+    batches = [messages_for(n, per) for n in range(sessions)]
+    calls = [(names[n], batches[n][k]) for k in range(per) for n in range(sessions)]
+    acks: Acks = []
+    start = time.perf_counter()
+    for at in range(0, len(calls), per_commit):
+        group = calls[at : at + per_commit]
+        acks += [(s, i) for (s, _m), i in zip(group, db.append_in_one_transaction(group), strict=True)]
+    elapsed = time.perf_counter() - start
+    db.close()
+    return elapsed, acks
+
+
 def verify(path: Path, acks: Acks) -> tuple[int, int, int]:
     """(lost, duplicated, sessions whose counters differ from their rows), read with sqlite3."""
     with closing(sqlite3.connect(path)) as check:
@@ -258,6 +284,12 @@ def one_round(figures: Figures, work: Path, upstream: Path | None, appends: int,
             lambda side, p, n=processes: run_processes(side, p, upstream, n, appends),
             all_sides,
         )
+    for sessions, per_commit in ((8, 8), (1, 4)):
+        each(
+            f"ceiling: {per_commit} per commit",
+            lambda side, p, s=sessions, c=per_commit: run_ceiling(p, s, c, appends),
+            ["sqlite3"],
+        )
     turns = max(appends // 16, 10)
     each("turns of 4, one call each", lambda side, p: run_turns(side, p, upstream, turns, False), all_sides)
     each(
@@ -296,6 +328,17 @@ def report(figures: Figures, has_upstream: bool) -> list[str]:
     ratio_row(
         "turns of 4, append_messages", ("turns of 4, one call each", "hermes_store"), "≥ 3× one call each"
     )
+    # What no group commit can beat: raw sqlite3, one thread, no cost of its own.
+    for workload, against in (
+        ("ceiling: 8 per commit", ("8 threads, one store", up)),
+        ("ceiling: 4 per commit", ("turns of 4, one call each", "sqlite3")),
+    ):
+        ceiling, base = figures.median(workload, "sqlite3"), figures.median(*against)
+        ratio = "—" if ceiling is None or base is None else f"{ceiling / base:.2f}×"
+        lines.append(
+            f"| {workload} (raw sqlite3) | — | {rate(ceiling)} | — | {ratio} "
+            f"| ratio against {against[1]}'s {against[0]} |"
+        )
     lines.append("")
     lines.append(
         f"messages/s, medians over rounds. lost: {figures.lost}, duplicated: {figures.duplicated}, "
