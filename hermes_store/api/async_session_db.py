@@ -130,6 +130,11 @@ class AsyncSessionDB:
         store = await self._facade()
         return await self.unit_of_work.run(method, store, *args, **kwargs)
 
+    async def _read_call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        # Reads have worker threads of their own (AsyncUnitOfWork.run_read).
+        store = await self._facade()
+        return await self.unit_of_work.run_read(method, store, *args, **kwargs)
+
     async def close(self) -> None:
         """Wait for calls in flight, checkpoint the WAL, close every connection; idempotent."""
         if self._closed:
@@ -226,53 +231,53 @@ class AsyncSessionDB:
 
     async def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
         """Awaitable :meth:`SessionDB.export_all`."""
-        return await self._call(SessionDB.export_all, source)
+        return await self._read_call(SessionDB.export_all, source)
 
     async def export_session(self, session_id: str) -> dict[str, Any] | None:
         """Awaitable :meth:`SessionDB.export_session`."""
-        return await self._call(SessionDB.export_session, session_id)
+        return await self._read_call(SessionDB.export_session, session_id)
 
     async def get_ancestors(self, session_id: str) -> list[lineage.LineageNode]:
         """Awaitable :meth:`SessionDB.get_ancestors`."""
-        return await self._call(SessionDB.get_ancestors, session_id)
+        return await self._read_call(SessionDB.get_ancestors, session_id)
 
     async def get_compression_tip(self, session_id: str) -> str:
         """Awaitable :meth:`SessionDB.get_compression_tip`."""
-        return await self._call(SessionDB.get_compression_tip, session_id)
+        return await self._read_call(SessionDB.get_compression_tip, session_id)
 
     async def get_descendants(self, session_id: str) -> list[lineage.LineageNode]:
         """Awaitable :meth:`SessionDB.get_descendants`."""
-        return await self._call(SessionDB.get_descendants, session_id)
+        return await self._read_call(SessionDB.get_descendants, session_id)
 
     async def get_messages(self, session_id: str) -> list[dict[str, Any]]:
         """Awaitable :meth:`SessionDB.get_messages`."""
-        return await self._call(SessionDB.get_messages, session_id)
+        return await self._read_call(SessionDB.get_messages, session_id)
 
     async def get_messages_as_conversation(
         self, session_id: str, include_ancestors: bool = False
     ) -> list[dict[str, Any]]:
         """Awaitable :meth:`SessionDB.get_messages_as_conversation`."""
-        return await self._call(SessionDB.get_messages_as_conversation, session_id, include_ancestors)
+        return await self._read_call(SessionDB.get_messages_as_conversation, session_id, include_ancestors)
 
     async def get_meta(self, key: str) -> str | None:
         """Awaitable :meth:`SessionDB.get_meta`."""
-        return await self._call(SessionDB.get_meta, key)
+        return await self._read_call(SessionDB.get_meta, key)
 
     async def get_next_title_in_lineage(self, base_title: str) -> str:
         """Awaitable :meth:`SessionDB.get_next_title_in_lineage`."""
-        return await self._call(SessionDB.get_next_title_in_lineage, base_title)
+        return await self._read_call(SessionDB.get_next_title_in_lineage, base_title)
 
     async def get_session(self, session_id: str) -> dict[str, Any] | None:
         """Awaitable :meth:`SessionDB.get_session`."""
-        return await self._call(SessionDB.get_session, session_id)
+        return await self._read_call(SessionDB.get_session, session_id)
 
     async def get_session_by_title(self, title: str) -> dict[str, Any] | None:
         """Awaitable :meth:`SessionDB.get_session_by_title`."""
-        return await self._call(SessionDB.get_session_by_title, title)
+        return await self._read_call(SessionDB.get_session_by_title, title)
 
     async def get_session_title(self, session_id: str) -> str | None:
         """Awaitable :meth:`SessionDB.get_session_title`."""
-        return await self._call(SessionDB.get_session_title, session_id)
+        return await self._read_call(SessionDB.get_session_title, session_id)
 
     async def list_sessions_rich(
         self,
@@ -285,7 +290,7 @@ class AsyncSessionDB:
         order_by_last_active: bool = False,
     ) -> list[dict[str, Any]]:
         """Awaitable :meth:`SessionDB.list_sessions_rich`."""
-        return await self._call(
+        return await self._read_call(
             SessionDB.list_sessions_rich,
             source,
             exclude_sources,
@@ -310,7 +315,7 @@ class AsyncSessionDB:
 
     async def message_count(self, session_id: str | None = None) -> int:
         """Awaitable :meth:`SessionDB.message_count`."""
-        return await self._call(SessionDB.message_count, session_id)
+        return await self._read_call(SessionDB.message_count, session_id)
 
     async def prune_empty_ghost_sessions(self, sessions_dir: str | os.PathLike[str] | None = None) -> int:
         """Awaitable :meth:`SessionDB.prune_empty_ghost_sessions`."""
@@ -335,15 +340,15 @@ class AsyncSessionDB:
 
     async def resolve_resume_session_id(self, session_id: str) -> str:
         """Awaitable :meth:`SessionDB.resolve_resume_session_id`."""
-        return await self._call(SessionDB.resolve_resume_session_id, session_id)
+        return await self._read_call(SessionDB.resolve_resume_session_id, session_id)
 
     async def resolve_session_by_title(self, title: str) -> str | None:
         """Awaitable :meth:`SessionDB.resolve_session_by_title`."""
-        return await self._call(SessionDB.resolve_session_by_title, title)
+        return await self._read_call(SessionDB.resolve_session_by_title, title)
 
     async def resolve_session_id(self, session_id_or_prefix: str) -> str | None:
         """Awaitable :meth:`SessionDB.resolve_session_id`."""
-        return await self._call(SessionDB.resolve_session_id, session_id_or_prefix)
+        return await self._read_call(SessionDB.resolve_session_id, session_id_or_prefix)
 
     async def search_messages(
         self,
@@ -355,7 +360,7 @@ class AsyncSessionDB:
         offset: int = 0,
     ) -> list[dict[str, Any]]:
         """Awaitable :meth:`SessionDB.search_messages`."""
-        return await self._call(
+        return await self._read_call(
             SessionDB.search_messages, query, source_filter, exclude_sources, role_filter, limit, offset
         )
 
@@ -363,11 +368,11 @@ class AsyncSessionDB:
         self, source: str | None = None, limit: int = 20, offset: int = 0
     ) -> list[dict[str, Any]]:
         """Awaitable :meth:`SessionDB.search_sessions`."""
-        return await self._call(SessionDB.search_sessions, source, limit, offset)
+        return await self._read_call(SessionDB.search_sessions, source, limit, offset)
 
     async def session_count(self, source: str | None = None) -> int:
         """Awaitable :meth:`SessionDB.session_count`."""
-        return await self._call(SessionDB.session_count, source)
+        return await self._read_call(SessionDB.session_count, source)
 
     async def set_meta(self, key: str, value: str | None) -> None:
         """Awaitable :meth:`SessionDB.set_meta`."""

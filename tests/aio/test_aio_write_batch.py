@@ -134,3 +134,27 @@ def test_appends_after_close_are_refused(tmp_path: Path) -> None:
             await db.append_message("s", "user", "late")
 
     asyncio.run(scenario())
+
+
+def test_reads_do_not_wait_behind_writes_stuck_on_another_processs_lock(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+
+    async def scenario() -> None:
+        async with AsyncSessionDB(path) as db:
+            await db.create_session("s", "test")
+            holder = sqlite3.connect(path, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")  # another process's writer, as far as SQLite knows
+            try:
+                # More waiting writes than the writers' worker threads: every one is taken.
+                writes = [asyncio.ensure_future(db.set_meta(f"k{n}", "v")) for n in range(40)]
+                await asyncio.sleep(0.2)
+                session = await asyncio.wait_for(db.get_session("s"), timeout=20)
+                assert session is not None and session["id"] == "s"
+                assert not all(write.done() for write in writes)  # still waiting for the lock
+            finally:
+                holder.execute("ROLLBACK")
+                holder.close()
+            await asyncio.gather(*writes)
+            assert await db.get_meta("k39") == "v"
+
+    asyncio.run(scenario())
