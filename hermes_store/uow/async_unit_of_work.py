@@ -72,9 +72,9 @@ def sqlite_store_engine(engine: AsyncEngine) -> Engine:
         # In memory: the database lives in its one connection, shared by the (single)
         # worker thread.
         return create_engine(url, prepare=True, poolclass=StaticPool)
-    # A connection for each worker thread plus the write connection, kept: no overflow
-    # connections opened (pragmas, WAL index) and closed again under bursts of calls.
-    return create_engine(url, prepare=True, pool_size=WORKER_THREADS + 1, max_overflow=0)
+    # A connection for each worker thread (writers' and readers') plus the write connection,
+    # kept: no overflow connections opened (pragmas, WAL index) and closed again under bursts.
+    return create_engine(url, prepare=True, pool_size=WORKER_THREADS + READ_THREADS + 1, max_overflow=0)
 
 
 class LoopUnitOfWork(UnitOfWork):
