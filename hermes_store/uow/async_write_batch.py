@@ -38,6 +38,7 @@ class WriteBatcher:
         self._threads = threads
         self._pending: list[_Pending] = []
         self._in_flight = False
+        self._scheduled = False
 
     def submit(self, work: Any, operation: str) -> asyncio.Future[Any]:
         """Queue ``work`` (a function of a Core connection); the future has its result or
@@ -45,11 +46,18 @@ class WriteBatcher:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._pending.append((QueuedWrite(work, operation, False), future))
-        if not self._in_flight:
-            self._dispatch(loop)
+        if not self._in_flight and not self._scheduled:
+            # Not at once: the tasks a batch's end woke up run in the same turn of the
+            # loop, and each is about to submit its next write. Dispatching the first
+            # alone would make a batch of one, then one of all the others.
+            self._scheduled = True
+            loop.call_soon(self._dispatch, loop)
         return future
 
     def _dispatch(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._scheduled = False
+        if self._in_flight or not self._pending:
+            return
         batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
         try:
             job = loop.run_in_executor(self._threads, self._unit_of_work.run_queued, [w for w, _ in batch])

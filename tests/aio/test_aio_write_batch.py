@@ -44,9 +44,9 @@ def test_appends_of_many_tasks_share_commits_and_keep_each_sessions_order(tmp_pa
 
     ids = asyncio.run(scenario())
     assert len(set(ids)) == 200
-    # 200 appends, 20 at a time: far fewer commits than appends (the first batch may be
-    # a single write, every later one holds what queued while the one before committed).
-    assert len(commits) <= 40, len(commits)
+    # 200 appends, one outstanding per task: the tasks a batch's end wakes all submit
+    # before the next batch goes, so batches of 20 — 10 commits (not 1, 19, 1, 19, …).
+    assert len(commits) <= 12, len(commits)
     rows = _rows(path)
     assert len(rows) == 200
     for n in range(20):
