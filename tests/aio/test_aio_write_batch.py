@@ -158,3 +158,26 @@ def test_reads_do_not_wait_behind_writes_stuck_on_another_processs_lock(tmp_path
             assert await db.get_meta("k39") == "v"
 
     asyncio.run(scenario())
+
+
+def test_a_batch_that_meets_another_processs_lock_is_retried_whole(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+
+    async def scenario() -> None:
+        async with AsyncSessionDB(path) as db:
+            await db.create_session("s", "test")
+            holder = sqlite3.connect(path, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")
+            appends = [asyncio.ensure_future(db.append_message("s", "user", f"m{n}")) for n in range(30)]
+            # Well past SQLite's 1 s busy timeout: the first attempt fails and is retried.
+            await asyncio.sleep(2.5)
+            assert not any(append.done() for append in appends)
+            holder.execute("ROLLBACK")
+            holder.close()
+            ids = await asyncio.gather(*appends)
+            assert len(set(ids)) == 30
+            assert db.unit_of_work.retry_count >= 1
+            assert await db.message_count("s") == 30
+
+    asyncio.run(scenario())
+    assert [c for _s, c in _rows(path)] == [f"m{n}" for n in range(30)]
