@@ -20,15 +20,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from hermes_store.api.session_db import SessionDB, WritePlan, caller_error
+from hermes_store.api.session_db import SessionDB, WritePlan, callers_errors
 from hermes_store.db.async_engine import create_async_engine
 from hermes_store.db.engine import adopt_engine, parse_url, sqlite_path
 from hermes_store.db.memory import names_memory
-from hermes_store.domain.validation import require_str
 from hermes_store.repository import lineage
 from hermes_store.uow.async_bridge import run_in_greenlet
 from hermes_store.uow.async_unit_of_work import AsyncUnitOfWork
@@ -172,8 +170,8 @@ class AsyncSessionDB:
         """Awaitable :meth:`SessionDB.append_message`; on SQLite the appends of concurrent
         tasks share one transaction (docs/async.md)."""
         store = await self._facade()
-        require_str("session_id", session_id)
-        message = store._new_message(
+        plan = store._append_plan(
+            session_id,
             role,
             content,
             tool_name,
@@ -187,7 +185,7 @@ class AsyncSessionDB:
             codex_reasoning_items,
             codex_message_items,
         )
-        return await self._write_planned(store._append_plan(session_id, message))  # type: ignore[no-any-return]
+        return await self._write_planned(plan)  # type: ignore[no-any-return]
 
     async def append_messages(self, session_id: str, messages_: Sequence[dict[str, Any]]) -> list[int]:
         """Awaitable :meth:`SessionDB.append_messages`."""
@@ -197,13 +195,8 @@ class AsyncSessionDB:
 
     async def _write_planned(self, plan: WritePlan) -> Any:
         """Run a write the sync store prepared (checked, encoded) here on the loop."""
-        try:
+        with callers_errors():
             return await self.unit_of_work.write_batched(*plan)
-        except sa_exc.StatementError as exc:
-            error = caller_error(exc)
-            if error is exc:
-                raise
-            raise error from exc
 
     async def clear_messages(self, session_id: str) -> None:
         """Awaitable :meth:`SessionDB.clear_messages`."""

@@ -13,7 +13,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, ClassVar, TypeVar
 
 from sqlalchemy import exc as sa_exc
@@ -55,16 +56,20 @@ WritePlan = tuple[Callable[[Connection], Any], str]
 """A write not yet run: the work for a Core connection, and what it is for errors."""
 
 
-def caller_error(exc: sa_exc.StatementError) -> BaseException:
-    """What a store call raises for SQLAlchemy's wrapped error ``exc`` (``exc`` itself when
-    it has nothing better): the driver's ``IntegrityError``, which upstream callers catch
-    (``sqlite3.IntegrityError``), and a ``ValueError``/``TypeError`` a column type raised
-    for the caller's value (e.g. bytes on PostgreSQL) as that error."""
-    if isinstance(exc, sa_exc.IntegrityError):
-        return exc.orig if isinstance(exc.orig, BaseException) else exc
-    if isinstance(exc.orig, ValueError | TypeError):
-        return exc.orig
-    return exc
+@contextmanager
+def callers_errors() -> Iterator[None]:
+    """Around a write of either face: SQLAlchemy's wrapped errors raised as the caller's —
+    the driver's ``IntegrityError``, which upstream callers catch (``sqlite3.IntegrityError``),
+    and a ``ValueError``/``TypeError`` a column type raised for the caller's value (e.g.
+    bytes on PostgreSQL) as that error; others unchanged."""
+    try:
+        yield
+    except sa_exc.StatementError as exc:
+        if isinstance(exc, sa_exc.IntegrityError) and isinstance(exc.orig, BaseException):
+            raise exc.orig from exc
+        if isinstance(exc.orig, ValueError | TypeError):
+            raise exc.orig from exc
+        raise
 
 
 def _forget_raw_connection(db: SessionDB) -> list[object]:
@@ -186,13 +191,8 @@ class SessionDB:
 
     def _write(self, work: Callable[[Connection], T], operation: str) -> T:
         self._check_open()
-        try:
+        with callers_errors():
             return self._uow.write_connection(work, operation)
-        except sa_exc.StatementError as exc:
-            error = caller_error(exc)
-            if error is exc:
-                raise
-            raise error from exc
 
     def _read(self, work: Callable[[orm.Session], T]) -> T:
         """Run ``work`` with an ORM session in a read transaction (kept for the CLI)."""
@@ -436,8 +436,8 @@ class SessionDB:
         ``tool_call_count``. An unknown session raises ``sqlite3.IntegrityError``; a
         wrongly typed argument raises ``TypeError`` before anything is written.
         """
-        require_str("session_id", session_id)
-        message = self._new_message(
+        plan = self._append_plan(
+            session_id,
             role,
             content,
             tool_name,
@@ -451,11 +451,13 @@ class SessionDB:
             codex_reasoning_items,
             codex_message_items,
         )
-        return self._write(*self._append_plan(session_id, message))  # type: ignore[no-any-return]
+        return self._write(*plan)  # type: ignore[no-any-return]
 
-    def _append_plan(self, session_id: str, message: messages.NewMessage) -> WritePlan:
-        """The write that stores ``message`` (checked and encoded) in ``session_id``."""
+    def _append_plan(self, session_id: str, *fields: Any) -> WritePlan:
+        """The write :meth:`append_message` makes, every argument checked and encoded first
+        (``fields``: its arguments after ``session_id``, in order); shared by both faces."""
         require_str("session_id", session_id)
+        message = self._new_message(*fields)
         return (lambda db: messages.append(db, session_id, message)), "appending a message"
 
     def _append_many_plan(self, session_id: str, messages_: Sequence[dict[str, Any]]) -> WritePlan | None:
