@@ -55,9 +55,8 @@ class WriteBatcher:
         return future
 
     def _dispatch(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Called only with writes pending and no batch in flight (submit, _finished).
         self._scheduled = False
-        if self._in_flight or not self._pending:
-            return
         batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
         try:
             job = loop.run_in_executor(self._threads, self._unit_of_work.run_queued, [w for w, _ in batch])
