@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Awaitable
-from contextlib import closing
+from collections.abc import Awaitable, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,19 @@ from sqlalchemy import event
 
 from hermes_store.aio import AsyncSessionDB
 from hermes_store.uow import async_write_batch
+
+
+@contextmanager
+def _write_lock_held(path: Path) -> Iterator[None]:
+    """SQLite's write lock on ``path``, held by another connection (another process, as far
+    as SQLite knows) until the block ends."""
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
 
 
 def _rows(path: Path) -> list[tuple[str, str]]:
@@ -142,18 +155,13 @@ def test_reads_do_not_wait_behind_writes_stuck_on_another_processs_lock(tmp_path
     async def scenario() -> None:
         async with AsyncSessionDB(path) as db:
             await db.create_session("s", "test")
-            holder = sqlite3.connect(path, isolation_level=None)
-            holder.execute("BEGIN IMMEDIATE")  # another process's writer, as far as SQLite knows
-            try:
+            with _write_lock_held(path):
                 # More waiting writes than the writers' worker threads: every one is taken.
                 writes = [asyncio.ensure_future(db.set_meta(f"k{n}", "v")) for n in range(40)]
                 await asyncio.sleep(0.2)
                 session = await asyncio.wait_for(db.get_session("s"), timeout=20)
                 assert session is not None and session["id"] == "s"
                 assert not all(write.done() for write in writes)  # still waiting for the lock
-            finally:
-                holder.execute("ROLLBACK")
-                holder.close()
             await asyncio.gather(*writes)
             assert await db.get_meta("k39") == "v"
 
@@ -166,14 +174,11 @@ def test_a_batch_that_meets_another_processs_lock_is_retried_whole(tmp_path: Pat
     async def scenario() -> None:
         async with AsyncSessionDB(path) as db:
             await db.create_session("s", "test")
-            holder = sqlite3.connect(path, isolation_level=None)
-            holder.execute("BEGIN IMMEDIATE")
-            appends = [asyncio.ensure_future(db.append_message("s", "user", f"m{n}")) for n in range(30)]
-            # Well past SQLite's 1 s busy timeout: the first attempt fails and is retried.
-            await asyncio.sleep(2.5)
-            assert not any(append.done() for append in appends)
-            holder.execute("ROLLBACK")
-            holder.close()
+            with _write_lock_held(path):
+                appends = [asyncio.ensure_future(db.append_message("s", "user", f"m{n}")) for n in range(30)]
+                # Well past SQLite's 1 s busy timeout: the first attempt fails and is retried.
+                await asyncio.sleep(2.5)
+                assert not any(append.done() for append in appends)
             ids = await asyncio.gather(*appends)
             assert len(set(ids)) == 30
             assert db.unit_of_work.retry_count >= 1
