@@ -20,10 +20,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from hermes_store.api.session_db import SessionDB, WritePlan, callers_errors
+from hermes_store.api.session_db import SessionDB, WritePlan, raise_for_caller
 from hermes_store.db.async_engine import create_async_engine
 from hermes_store.db.engine import adopt_engine, parse_url, sqlite_path
 from hermes_store.db.memory import names_memory
@@ -195,8 +196,10 @@ class AsyncSessionDB:
 
     async def _write_planned(self, plan: WritePlan) -> Any:
         """Run a write the sync store prepared (checked, encoded) here on the loop."""
-        with callers_errors():
+        try:
             return await self.unit_of_work.write_batched(*plan)
+        except sa_exc.StatementError as exc:
+            raise_for_caller(exc)
 
     async def clear_messages(self, session_id: str) -> None:
         """Awaitable :meth:`SessionDB.clear_messages`."""

@@ -13,9 +13,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, NoReturn, TypeVar
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
@@ -56,20 +55,20 @@ WritePlan = tuple[Callable[[Connection], Any], str]
 """A write not yet run: the work for a Core connection, and what it is for errors."""
 
 
-@contextmanager
-def callers_errors() -> Iterator[None]:
-    """Around a write of either face: SQLAlchemy's wrapped errors raised as the caller's —
-    the driver's ``IntegrityError``, which upstream callers catch (``sqlite3.IntegrityError``),
-    and a ``ValueError``/``TypeError`` a column type raised for the caller's value (e.g.
-    bytes on PostgreSQL) as that error; others unchanged."""
-    try:
-        yield
-    except sa_exc.StatementError as exc:
-        if isinstance(exc, sa_exc.IntegrityError) and isinstance(exc.orig, BaseException):
-            raise exc.orig from exc
-        if isinstance(exc.orig, ValueError | TypeError):
-            raise exc.orig from exc
-        raise
+def raise_for_caller(exc: sa_exc.StatementError) -> NoReturn:
+    """Raise what a write of either face shows its caller for SQLAlchemy's wrapped ``exc``:
+    the driver's ``IntegrityError``, which upstream callers catch
+    (``sqlite3.IntegrityError``), and a ``ValueError``/``TypeError`` a column type raised
+    for the caller's value (e.g. bytes on PostgreSQL), as that error; others unchanged.
+
+    Called from the writes' ``except`` clause rather than being a context manager: it
+    guards every append, where entering and leaving a generator-based context manager
+    costs about 3 µs."""
+    if isinstance(exc, sa_exc.IntegrityError) and isinstance(exc.orig, BaseException):
+        raise exc.orig from exc
+    if isinstance(exc.orig, ValueError | TypeError):
+        raise exc.orig from exc
+    raise exc
 
 
 def _forget_raw_connection(db: SessionDB) -> list[object]:
@@ -191,8 +190,10 @@ class SessionDB:
 
     def _write(self, work: Callable[[Connection], T], operation: str) -> T:
         self._check_open()
-        with callers_errors():
+        try:
             return self._uow.write_connection(work, operation)
+        except sa_exc.StatementError as exc:
+            raise_for_caller(exc)
 
     def _read(self, work: Callable[[orm.Session], T]) -> T:
         """Run ``work`` with an ORM session in a read transaction (kept for the CLI)."""

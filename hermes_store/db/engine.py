@@ -32,7 +32,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 
 # NO_BEGIN_OPTION: defined beside the seam that honours it too, kept importable from here.
 from hermes_store.db.execution import NO_BEGIN_OPTION as NO_BEGIN_OPTION
-from hermes_store.db.execution import driver_execute
+from hermes_store.db.execution import driver_execute, remember_route
 from hermes_store.db.server_options import split_options, statement_timeout_s
 from hermes_store.db.urls import sync_driver_url
 from hermes_store.domain.paths import default_db_path
@@ -323,12 +323,14 @@ def install_sqlite_hooks(engine: Engine, path: Path | None, journal_mode: Journa
 def _listen_begin(engine: Engine) -> None:
     @sa.event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
+        route = remember_route(connection)
         options = connection.get_execution_options()
         if options.get(NO_BEGIN_OPTION):
             return
         # SQLAlchemy's documented pysqlite recipe, through the execution seam (so that
         # events see BEGIN too, at little cost: this runs once per transaction).
-        driver_execute(connection, "BEGIN IMMEDIATE" if options.get(_WRITE_OPTION) else "BEGIN", begin=False)
+        sql = "BEGIN IMMEDIATE" if options.get(_WRITE_OPTION) else "BEGIN"
+        driver_execute(connection, sql, begin=False, route=route)
 
 
 def configure_sqlite_connection(

@@ -167,33 +167,46 @@ class DriverResult(NamedTuple):
 
 
 _NO_PARAMETERS: Mapping[str, Any] = {}
+_ROUTE_KEY = "hermes_store_route"
+"""``Connection.info`` key of the way :func:`remember_route` chose for the transaction."""
 
 
 def driver_execute(
-    connection: Connection, sql: str, params: Mapping[str, Any] = _NO_PARAMETERS, *, begin: bool = True
+    connection: Connection,
+    sql: str,
+    params: Mapping[str, Any] = _NO_PARAMETERS,
+    *,
+    begin: bool = True,
+    route: Route | None = None,
 ) -> DriverResult:
     """Run the hand-written ``sql`` (named ``:param`` placeholders, values in the driver's
     form, no list values) on ``connection``; rows come back as the driver gives them.
 
-    The way depends on who watches (:func:`sqlalchemy_private.route`, per statement):
-    a ``before_execute``/``after_execute`` listener gets :meth:`Connection.execute`
+    The way depends on who watches (:func:`sqlalchemy_private.route`): a
+    ``before_execute``/``after_execute`` listener gets :meth:`Connection.execute`
     (Core, SQLAlchemy's compiled cache: every event fires); echo, logging, a cursor
     event, ``do_execute`` or ``handle_error`` get :meth:`Connection.exec_driver_sql`;
     when nothing watches, the statement runs in the driver's parameter style on a bare
     driver cursor of the same connection, with SQLAlchemy's error wrapping
-    (``DBAPIError`` family, invalidation on disconnect) and no result object.
+    (``DBAPIError`` family, invalidation on disconnect) and no result object. Inside a
+    transaction begun on an engine with hermes_store's ``begin`` hook (SQLite), the way
+    is the one :func:`remember_route` decided as the transaction began; otherwise it is
+    decided for this statement (or given as ``route``).
 
     ``begin=False`` is for statements outside a transaction: the ``BEGIN`` itself, a WAL
     checkpoint on the idle write connection.
     """
-    route = sqlalchemy_private.route(connection)
+    if begin:
+        if not connection.in_transaction():
+            connection.begin()
+        route = route or connection.info.get(_ROUTE_KEY) or sqlalchemy_private.route(connection)
+    elif route is None:
+        route = sqlalchemy_private.route(connection)
     if route is not Route.BARE_CURSOR:
         if begin or connection.in_transaction():
             return _public_execute(connection, route, sql, params)
         return _public_execute_outside_a_transaction(connection, route, sql, params)
     statement, parameters = _translated(connection, sql, params)
-    if begin and not connection.in_transaction():
-        connection.begin()
     cursor = None
     try:
         cursor = connection.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
@@ -204,6 +217,20 @@ def driver_execute(
     finally:
         if cursor is not None:
             _close_quietly(cursor)
+
+
+def remember_route(connection: Connection) -> Route:
+    """Decide, as a transaction begins on ``connection``, which way its statements go
+    (:func:`sqlalchemy_private.route`), and keep it for them in ``connection.info``.
+
+    Called by the SQLite engine's ``begin`` hook, which runs for every transaction of
+    every connection of that engine, so the kept way is always the current
+    transaction's: a listener added while a transaction is open sees the statements of
+    the next one. Deciding once saves about 4 µs a statement (3 statements an append).
+    """
+    route = sqlalchemy_private.route(connection)
+    connection.info[_ROUTE_KEY] = route
+    return route
 
 
 def _public_execute(

@@ -89,7 +89,13 @@ class WriteQueue:
         """Queue ``writes`` (one caller's, in order) and sleep until all are done
         (``False``) or one of them leads (``True``)."""
         with self._changed:
-            self._writes.extend(writes)
+            queue = self._writes
+            if not queue:
+                # Alone: lead at once. No leader waits for arrivals (its writes would be
+                # queued), so there is no one to tell.
+                queue.extend(writes)
+                return True
+            queue.extend(writes)
             self._grown.notify()
             try:
                 while not all(write.done for write in writes) and not _holds(writes, self._writes[0]):
@@ -120,7 +126,12 @@ class WriteQueue:
     def release(self) -> None:
         """Drop the writes that are done and wake their callers (and the next leader)."""
         with self._changed:
-            self._writes = deque(write for write in self._writes if not write.done)
+            queue = self._writes
+            if len(queue) == 1 and queue[0].done:
+                # The lone writer's own write: nobody else is queued, so nobody waits.
+                queue.clear()
+                return
+            self._writes = deque(write for write in queue if not write.done)
             self._changed.notify_all()
 
 

@@ -130,14 +130,19 @@ def test_the_fast_path_wraps_driver_errors_like_sqlalchemy(connection: Connectio
     assert connection.in_transaction()  # the lean path began the transaction it ran in
 
 
-def test_a_listener_on_one_connection_sees_its_statements(store: SessionDB) -> None:
+def test_a_listener_on_one_connection_sees_the_statements_of_its_next_transaction(store: SessionDB) -> None:
+    """The way is decided as a transaction begins (execution.remember_route): a listener
+    added inside one sees every statement from the next transaction on."""
     with store._uow.read_connection() as conn:
         assert sqlalchemy_private.route(conn) is sqlalchemy_private.Route.BARE_CURSOR
         seen: list[str] = []
         event.listen(conn, "before_cursor_execute", lambda *args: seen.append(args[2]))
         assert sqlalchemy_private.route(conn) is sqlalchemy_private.Route.DRIVER_SQL
         execution.fetch_tuples(conn, "SELECT id FROM sessions WHERE id = :id", {"id": "s1"})
-        assert any("FROM sessions" in statement for statement in seen)
+        assert seen == []  # this transaction began before the listener was there
+        conn.rollback()
+        execution.fetch_tuples(conn, "SELECT id FROM sessions WHERE id = :id", {"id": "s1"})
+        assert len(seen) == 1 and "FROM sessions" in seen[0]
 
 
 def test_a_statement_on_a_closed_driver_connection_raises_sqlalchemys_error(store: SessionDB) -> None:
@@ -195,10 +200,10 @@ def test_execute_events_and_do_execute_see_every_statement_of_an_append(store: S
     ]
 
 
-def test_a_handle_error_listener_gets_the_execution_context(store: SessionDB, connection: Connection) -> None:
+def test_a_handle_error_listener_gets_the_execution_context(store: SessionDB) -> None:
     contexts: list[Any] = []
     event.listen(store.engine, "handle_error", lambda ctx: contexts.append(ctx.execution_context))
-    with pytest.raises(exc.OperationalError, match="no such table"):
+    with store._uow.read_connection() as connection, pytest.raises(exc.OperationalError, match="no such table"):
         execution.run_driver_sql(connection, "SELECT * FROM missing_table WHERE id = :id", {"id": 1})
     assert len(contexts) == 1 and contexts[0] is not None
     assert "missing_table" in contexts[0].statement
