@@ -169,6 +169,8 @@ class DriverResult(NamedTuple):
 _NO_PARAMETERS: Mapping[str, Any] = {}
 _ROUTE_KEY = "hermes_store_route"
 """``Connection.info`` key of the way :func:`remember_route` chose for the transaction."""
+_DRIVER_TRANSACTION_KEY = "hermes_store_driver_transaction"
+"""``Connection.info`` key: a :func:`begin_driver_transaction` transaction is open."""
 
 
 def driver_execute(
@@ -197,7 +199,7 @@ def driver_execute(
     checkpoint on the idle write connection.
     """
     if begin:
-        if not connection.in_transaction():
+        if not connection.in_transaction() and not connection.info.get(_DRIVER_TRANSACTION_KEY):
             connection.begin()
         route = route or connection.info.get(_ROUTE_KEY) or sqlalchemy_private.route(connection)
     elif route is None:
@@ -217,6 +219,71 @@ def driver_execute(
     finally:
         if cursor is not None:
             _close_quietly(cursor)
+
+
+def begin_driver_transaction(connection: Connection, sql: str) -> None:
+    """Begin a transaction at the driver with ``sql`` (``BEGIN IMMEDIATE``), through the
+    seam, so that what watches statements sees it; end it with
+    :func:`end_driver_transaction`.
+
+    For the SQLite write connection, whose every write is one short transaction: run by
+    the driver instead of by SQLAlchemy's :class:`~sqlalchemy.engine.RootTransaction`,
+    it costs two statements, where SQLAlchemy's ``begin``/``commit`` (its event dispatch
+    and the ``begin`` hook around the same two statements) cost about 40 µs an append in
+    place (docs/benchmarks.md, issue 21). Statements of the seam run inside it without
+    beginning anything; SQLAlchemy's own execution (``Connection.execute``, an ORM flush)
+    still opens its transaction as bookkeeping, so ``connection`` must carry
+    :data:`NO_BEGIN_OPTION` (that transaction then sends no ``BEGIN`` of its own), and
+    :func:`end_driver_transaction` closes it. The way statements go is decided here,
+    once (:func:`remember_route`).
+    """
+    if not connection.get_execution_options().get(NO_BEGIN_OPTION):
+        raise ValueError(f"a driver transaction needs a connection with the {NO_BEGIN_OPTION} option")
+    route = remember_route(connection)
+    connection.info[_DRIVER_TRANSACTION_KEY] = True
+    _driver_transaction_statement(connection, route, sql)
+
+
+def end_driver_transaction(connection: Connection, *, commit: bool) -> None:
+    """``COMMIT`` (or ``ROLLBACK``) the transaction :func:`begin_driver_transaction` began,
+    through the seam, then close SQLAlchemy's bookkeeping transaction if a statement
+    opened one (nothing reaches the driver: its transaction is already over). If the
+    ``COMMIT`` fails, the driver's transaction may still be open: the caller rolls it back
+    (``commit=False``) or discards the connection."""
+    route = connection.info.get(_ROUTE_KEY) or sqlalchemy_private.route(connection)
+    _driver_transaction_statement(connection, route, "COMMIT" if commit else "ROLLBACK")
+    connection.info[_DRIVER_TRANSACTION_KEY] = False
+    bookkeeping = connection.get_transaction()
+    if bookkeeping is not None:
+        if commit:
+            bookkeeping.commit()
+        else:
+            bookkeeping.rollback()
+
+
+def abandon_driver_transaction(connection: Connection) -> None:
+    """Forget a :func:`begin_driver_transaction` transaction the driver no longer has (its
+    ``BEGIN`` failed, or a failed ``COMMIT`` ended it), rolling back SQLAlchemy's
+    bookkeeping transaction if one is open; nothing is sent to the driver."""
+    connection.info[_DRIVER_TRANSACTION_KEY] = False
+    bookkeeping = connection.get_transaction()
+    if bookkeeping is not None:
+        bookkeeping.rollback()
+
+
+def in_driver_transaction(connection: Connection) -> bool:
+    """Whether :func:`begin_driver_transaction` began a transaction on ``connection`` that
+    :func:`end_driver_transaction` has not ended."""
+    return bool(connection.info.get(_DRIVER_TRANSACTION_KEY))
+
+
+def _driver_transaction_statement(connection: Connection, route: Route, sql: str) -> None:
+    if route is Route.BARE_CURSOR:
+        driver_execute(connection, sql, begin=False, route=route)
+    else:
+        # Inside SQLAlchemy's bookkeeping transaction (opened here if need be, sending
+        # nothing: NO_BEGIN_OPTION), so that it does not commit around the statement.
+        _public_execute(connection, route, sql, _NO_PARAMETERS)
 
 
 def remember_route(connection: Connection) -> Route:

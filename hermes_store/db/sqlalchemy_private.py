@@ -10,7 +10,9 @@ make that safe:
 * **Is anything watching?** ``Connection._echo`` (echo or the ``sqlalchemy.engine``
   logger at INFO), ``Dialect._has_events`` and the truth value of the listener
   collections on ``connection.dispatch`` (joined over the connection, its engine and
-  their classes) and ``dialect.dispatch``, for every event SQLAlchemy's execution fires.
+  their classes) and ``dialect.dispatch``, for every event SQLAlchemy's execution fires
+  (and ``commit``/``rollback``, which SQLite's driver-run write transactions only fire
+  on the public path).
   When any is set, the seam takes a public path (:class:`Route`), so listeners get
   exactly what SQLAlchemy gives them.
 * **Wrapping a failed statement's error** as SQLAlchemy does: ``Connection.
@@ -47,6 +49,11 @@ CHECKED_RANGE = ((2, 0), (2, 1))
 # public path.
 _CONNECTION_EVENTS = ("before_execute", "after_execute", "before_cursor_execute", "after_cursor_execute")
 _DIALECT_EVENTS = ("do_execute", "do_execute_no_params", "handle_error")
+# SQLite's write transactions are the driver's (execution.begin_driver_transaction): a
+# listener on their commit or rollback gets them through SQLAlchemy's bookkeeping
+# transaction, which only the public path opens. (``begin`` is not here: hermes_store's
+# own BEGIN hook listens to it on every SQLite engine.)
+_TRANSACTION_EVENTS = ("commit", "rollback")
 
 
 def _release(version: str) -> tuple[int, int]:
@@ -64,7 +71,7 @@ def _members_present() -> bool:
     # them must fall back to the public path, not fail with AttributeError.
     return (
         callable(getattr(Connection, "_handle_dbapi_exception", None))
-        and all(hasattr(ConnectionEvents, name) for name in _CONNECTION_EVENTS)
+        and all(hasattr(ConnectionEvents, name) for name in _CONNECTION_EVENTS + _TRANSACTION_EVENTS)
         and all(hasattr(DialectEvents, name) for name in _DIALECT_EVENTS)
     )
 
@@ -99,6 +106,8 @@ def route(connection: Connection) -> Route:
     if dispatch.before_execute or dispatch.after_execute:
         return Route.CORE
     if getattr(connection, "_echo", True) or dispatch.before_cursor_execute or dispatch.after_cursor_execute:
+        return Route.DRIVER_SQL
+    if dispatch.commit or dispatch.rollback:
         return Route.DRIVER_SQL
     dialect: Any = connection.dialect
     # _has_events first: one attribute instead of three collections on the common path.

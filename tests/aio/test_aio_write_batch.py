@@ -40,11 +40,15 @@ def _rows(path: Path) -> list[tuple[str, str]]:
 
 def test_appends_of_many_tasks_share_commits_and_keep_each_sessions_order(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    commits: list[int] = []
+    commits: list[str] = []
+
+    def note_commit(_conn: object, _cursor: object, statement: str, *_rest: object) -> None:
+        if statement == "COMMIT":
+            commits.append(statement)
 
     async def scenario() -> list[int]:
         async with AsyncSessionDB(path) as db:
-            event.listen(db.sync_engine, "commit", lambda _conn: commits.append(1))
+            event.listen(db.sync_engine, "before_cursor_execute", note_commit)
             for n in range(20):
                 await db.create_session(f"s{n}", "test")
             commits.clear()
@@ -92,17 +96,21 @@ def test_a_bad_append_in_a_batch_fails_alone(tmp_path: Path) -> None:
 def test_a_burst_larger_than_one_batch_is_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(async_write_batch, "MAX_BATCH", 7)
     path = tmp_path / "state.db"
-    commits: list[int] = []
+    statements: list[str] = []
 
     async def scenario() -> None:
         async with AsyncSessionDB(path) as db:
             await db.create_session("s", "test")
-            event.listen(db.sync_engine, "commit", lambda _conn: commits.append(1))
+            event.listen(
+                db.sync_engine,
+                "before_cursor_execute",
+                lambda _conn, _cursor, statement, *_rest: statements.append(statement),
+            )
             await asyncio.gather(*(db.append_message("s", "user", f"m{n}") for n in range(30)))
 
     asyncio.run(scenario())
     assert [c for _s, c in _rows(path)] == [f"m{n}" for n in range(30)]
-    assert len(commits) >= 30 // 7
+    assert statements.count("COMMIT") >= 30 // 7
 
 
 def test_validation_errors_come_before_anything_is_queued(tmp_path: Path) -> None:

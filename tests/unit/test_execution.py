@@ -113,8 +113,9 @@ def test_listeners_added_or_removed_later_switch_between_fast_and_observed_paths
     watched_id = store.append_message("s1", "user", "observed")
     event.remove(store.engine, "before_cursor_execute", note)
     after_id = store.append_message("s1", "user", "unobserved again")
-    assert [s.split()[0] for s in seen] == ["BEGIN", "INSERT", "UPDATE"]
-    assert seen[-1].startswith("UPDATE sessions SET message_count")
+    # The write transaction is the driver's: its BEGIN and COMMIT are statements too.
+    assert [s.split()[0] for s in seen] == ["BEGIN", "INSERT", "UPDATE", "COMMIT"]
+    assert seen[-2].startswith("UPDATE sessions SET message_count")
     assert quiet_id < watched_id < after_id
     assert [m["id"] for m in store.get_messages("s1")][-3:] == [quiet_id, watched_id, after_id]
 
@@ -189,9 +190,12 @@ def test_execute_events_and_do_execute_see_every_statement_of_an_append(store: S
         ("after", "INSERT"),
         ("before", "UPDATE"),
         ("after", "UPDATE"),
+        ("before", "COMMIT"),
+        ("after", "COMMIT"),
         ("do_execute", "BEGIN"),
         ("do_execute", "INSERT"),
         ("do_execute", "UPDATE"),
+        ("do_execute", "COMMIT"),
     ]
     assert [m["content"] for m in store.get_messages("s1")][-3:] == [
         "seen by the execute events",
@@ -203,8 +207,9 @@ def test_execute_events_and_do_execute_see_every_statement_of_an_append(store: S
 def test_a_handle_error_listener_gets_the_execution_context(store: SessionDB) -> None:
     contexts: list[Any] = []
     event.listen(store.engine, "handle_error", lambda ctx: contexts.append(ctx.execution_context))
-    with store._uow.read_connection() as connection, pytest.raises(exc.OperationalError, match="no such table"):
-        execution.run_driver_sql(connection, "SELECT * FROM missing_table WHERE id = :id", {"id": 1})
+    missing = "SELECT * FROM missing_table WHERE id = :id"
+    with store._uow.read_connection() as connection, pytest.raises(exc.OperationalError, match="no such"):
+        execution.run_driver_sql(connection, missing, {"id": 1})
     assert len(contexts) == 1 and contexts[0] is not None
     assert "missing_table" in contexts[0].statement
 
