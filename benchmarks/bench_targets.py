@@ -1,7 +1,7 @@
 """Issue 21's write targets: upstream Hermes, raw sqlite3 and hermes_store, interleaved in one run.
 
-``python -m benchmarks.bench_targets [--rounds 3] [--appends 1200]`` runs, every round, each
-side on a fresh file in rotating order (so a load spike on the shared machine hits every
+``python -m benchmarks.bench_targets [--rounds 3] [--appends 1200] [--dir /dev/shm]`` runs,
+every round, each side on a fresh file in rotating order (so a load spike on the shared machine hits every
 side alike), then reports medians over rounds and the ratios the issue asks for:
 
 * **1 thread**: one store, one thread, ``--appends`` appends (a realistic mix: two in five
@@ -352,12 +352,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--appends", type=int, default=1200, help="appends per workload and side")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="where the files go (default: the system's temporary folder); /dev/shm takes the "
+        "disk's fsync out and leaves each side's CPU",
+    )
     args = parser.parse_args(argv)
     upstream = upstream_folder()
     sides = (["upstream"] if upstream else []) + ["sqlite3", "hermes_store"]
     print(f"load average at start: {load_average()}", flush=True)
     figures = Figures()
-    with tempfile.TemporaryDirectory(prefix="hermes-targets-") as work:
+    print(f"files in: {args.dir or tempfile.gettempdir()}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="hermes-targets-", dir=args.dir) as work:
         for n in range(args.rounds):
             order = sides[n % len(sides) :] + sides[: n % len(sides)]
             (Path(work) / f"round{n}").mkdir()
