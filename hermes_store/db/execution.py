@@ -296,6 +296,10 @@ def remember_route(connection: Connection) -> Route:
     the next one. Deciding once saves about 4 µs a statement (3 statements an append).
     """
     route = sqlalchemy_private.route(connection)
+    if route is Route.BARE_CURSOR and sqlalchemy_private.watches_transaction_ends(connection):
+        # Only the public path opens SQLAlchemy's transaction around a driver-run one,
+        # and only that transaction fires commit/rollback events.
+        route = Route.DRIVER_SQL
     connection.info[_ROUTE_KEY] = route
     return route
 

@@ -11,8 +11,8 @@ make that safe:
   logger at INFO), ``Dialect._has_events`` and the truth value of the listener
   collections on ``connection.dispatch`` (joined over the connection, its engine and
   their classes) and ``dialect.dispatch``, for every event SQLAlchemy's execution fires
-  (and ``commit``/``rollback``, which SQLite's driver-run write transactions only fire
-  on the public path).
+  (and, for SQLite's driver-run write transactions, ``commit``/``rollback``:
+  :func:`watches_transaction_ends`).
   When any is set, the seam takes a public path (:class:`Route`), so listeners get
   exactly what SQLAlchemy gives them.
 * **Wrapping a failed statement's error** as SQLAlchemy does: ``Connection.
@@ -49,10 +49,8 @@ CHECKED_RANGE = ((2, 0), (2, 1))
 # public path.
 _CONNECTION_EVENTS = ("before_execute", "after_execute", "before_cursor_execute", "after_cursor_execute")
 _DIALECT_EVENTS = ("do_execute", "do_execute_no_params", "handle_error")
-# SQLite's write transactions are the driver's (execution.begin_driver_transaction): a
-# listener on their commit or rollback gets them through SQLAlchemy's bookkeeping
-# transaction, which only the public path opens. (``begin`` is not here: hermes_store's
-# own BEGIN hook listens to it on every SQLite engine.)
+# Looked at by watches_transaction_ends only (PostgreSQL's reply watchdog listens to both
+# on every server engine; ``begin`` is hermes_store's own BEGIN hook on SQLite engines).
 _TRANSACTION_EVENTS = ("commit", "rollback")
 
 
@@ -107,8 +105,6 @@ def route(connection: Connection) -> Route:
         return Route.CORE
     if getattr(connection, "_echo", True) or dispatch.before_cursor_execute or dispatch.after_cursor_execute:
         return Route.DRIVER_SQL
-    if dispatch.commit or dispatch.rollback:
-        return Route.DRIVER_SQL
     dialect: Any = connection.dialect
     # _has_events first: one attribute instead of three collections on the common path.
     if getattr(dialect, "_has_events", True) and (
@@ -116,6 +112,16 @@ def route(connection: Connection) -> Route:
     ):
         return Route.DRIVER_SQL
     return Route.BARE_CURSOR
+
+
+def watches_transaction_ends(connection: Connection) -> bool:
+    """Whether a ``commit`` or ``rollback`` listener watches ``connection``: SQLite's
+    driver-run write transactions (:func:`hermes_store.db.execution.begin_driver_transaction`)
+    then open SQLAlchemy's bookkeeping transaction, which fires them."""
+    if not AVAILABLE:
+        return True
+    dispatch: Any = connection.dispatch
+    return bool(dispatch.commit or dispatch.rollback)
 
 
 def raise_driver_error(

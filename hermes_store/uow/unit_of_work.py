@@ -355,7 +355,8 @@ class UnitOfWork:
         connection is discarded (closing it makes SQLite roll back and release the lock).
         """
         try:
-            if in_driver_transaction(connection):
+            # An invalidated connection has no driver connection left to ask (or to roll back).
+            if self._driver_transactions and not connection.invalidated and in_driver_transaction(connection):
                 if _driver_in_transaction(connection):
                     end_driver_transaction(connection, commit=False)
                 else:  # never begun, or ended by the driver (a failed COMMIT can end it)

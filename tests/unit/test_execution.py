@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -269,3 +270,31 @@ def test_lru_cache_evicts_the_least_recently_used() -> None:
     assert cache.get("a") == 1  # now the most recently used
     cache.put("c", 3)
     assert (cache.get("a"), cache.get("b"), cache.get("c"), len(cache)) == (1, None, 3, 2)
+
+
+def test_commit_and_rollback_listeners_see_sqlites_driver_run_write_transactions(store: SessionDB) -> None:
+    """Writes on SQLite are the driver's transactions; a commit or rollback listener (and
+    nothing else) still gets one event per write, through SQLAlchemy's bookkeeping."""
+    ends: list[str] = []
+    event.listen(store.engine, "commit", lambda _conn: ends.append("commit"))
+    event.listen(store.engine, "rollback", lambda _conn: ends.append("rollback"))
+    store.append_message("s1", "user", "one")
+    store.append_message("s1", "user", "two")
+    assert ends == ["commit", "commit"]
+    ends.clear()
+    with pytest.raises(sqlite3.IntegrityError):
+        store.append_message("no such session", "user", "refused")
+    assert ends == ["rollback"]
+    assert [m["content"] for m in store.get_messages("s1")][-2:] == ["one", "two"]
+
+
+def test_a_driver_transaction_needs_a_connection_whose_sqlalchemy_transactions_send_no_begin(
+    store: SessionDB,
+) -> None:
+    connection = store.engine.connect()
+    try:
+        with pytest.raises(ValueError, match=execution.NO_BEGIN_OPTION):
+            execution.begin_driver_transaction(connection, "BEGIN IMMEDIATE")
+        assert not execution.in_driver_transaction(connection)
+    finally:
+        connection.close()
