@@ -199,9 +199,10 @@ def driver_execute(
     checkpoint on the idle write connection.
     """
     if begin:
-        if not connection.in_transaction() and not connection.info.get(_DRIVER_TRANSACTION_KEY):
+        info = connection.info  # one lookup: a property chain down to the pool's record
+        if not connection.in_transaction() and not info.get(_DRIVER_TRANSACTION_KEY):
             connection.begin()
-        route = route or connection.info.get(_ROUTE_KEY) or sqlalchemy_private.route(connection)
+        route = route or info.get(_ROUTE_KEY) or sqlalchemy_private.route(connection)
     elif route is None:
         route = sqlalchemy_private.route(connection)
     if route is not Route.BARE_CURSOR:
