@@ -253,6 +253,18 @@ def end_driver_transaction(connection: Connection, *, commit: bool) -> None:
     (``commit=False``) or discards the connection."""
     route = connection.info.get(_ROUTE_KEY) or sqlalchemy_private.route(connection)
     _driver_transaction_statement(connection, route, "COMMIT" if commit else "ROLLBACK")
+    _forget_driver_transaction(connection, commit=commit)
+
+
+def abandon_driver_transaction(connection: Connection) -> None:
+    """Forget a :func:`begin_driver_transaction` transaction the driver no longer has (its
+    ``BEGIN`` failed, or a failed ``COMMIT`` ended it), rolling back SQLAlchemy's
+    bookkeeping transaction if one is open; nothing is sent to the driver."""
+    _forget_driver_transaction(connection, commit=False)
+
+
+def _forget_driver_transaction(connection: Connection, *, commit: bool) -> None:
+    # The bookkeeping transaction's end sends nothing: the driver's is over already.
     connection.info[_DRIVER_TRANSACTION_KEY] = False
     bookkeeping = connection.get_transaction()
     if bookkeeping is not None:
@@ -260,16 +272,6 @@ def end_driver_transaction(connection: Connection, *, commit: bool) -> None:
             bookkeeping.commit()
         else:
             bookkeeping.rollback()
-
-
-def abandon_driver_transaction(connection: Connection) -> None:
-    """Forget a :func:`begin_driver_transaction` transaction the driver no longer has (its
-    ``BEGIN`` failed, or a failed ``COMMIT`` ended it), rolling back SQLAlchemy's
-    bookkeeping transaction if one is open; nothing is sent to the driver."""
-    connection.info[_DRIVER_TRANSACTION_KEY] = False
-    bookkeeping = connection.get_transaction()
-    if bookkeeping is not None:
-        bookkeeping.rollback()
 
 
 def in_driver_transaction(connection: Connection) -> bool:

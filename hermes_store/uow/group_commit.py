@@ -89,13 +89,12 @@ class WriteQueue:
         """Queue ``writes`` (one caller's, in order) and sleep until all are done
         (``False``) or one of them leads (``True``)."""
         with self._changed:
-            queue = self._writes
-            if not queue:
-                # Alone: lead at once. No leader waits for arrivals (its writes would be
-                # queued), so there is no one to tell.
-                queue.extend(writes)
+            alone = not self._writes
+            self._writes.extend(writes)
+            if alone:
+                # Lead at once. No leader waits for arrivals (its writes would be queued),
+                # so there is no one to tell.
                 return True
-            queue.extend(writes)
             self._grown.notify()
             try:
                 while not all(write.done for write in writes) and not _holds(writes, self._writes[0]):

@@ -102,7 +102,7 @@ class UnitOfWork:
         # Group commit (uow/group_commit.py) on SQLite, where each commit is an fsync and
         # this process's writers queue for one connection anyway.
         self.groups_commits = self._backend.name == "sqlite"
-        self._driver_transactions = self._backend.name == "sqlite"
+        self._driver_write_begin = self._backend.driver_write_begin
         self._queue = WriteQueue()
         self._last_group_size = 0
         self._last_attempt_s = 0.0
@@ -271,7 +271,7 @@ class UnitOfWork:
         if connection is None or connection.closed or connection.invalidated:
             self._write_connection = None
             connection = self._write_connection = self._write_engine.connect()
-            if self._driver_transactions:
+            if self._driver_write_begin is not None:
                 # Its transactions are the driver's (_begin): SQLAlchemy's send no BEGIN.
                 connection.execution_options(**{NO_BEGIN_OPTION: True})
             self._write_session = orm.Session(bind=connection, expire_on_commit=False)
@@ -314,13 +314,11 @@ class UnitOfWork:
                 session.close()
 
     def _begin(self, connection: Connection) -> RootTransaction | None:
-        """Begin an attempt's transaction: on SQLite the driver's (``None``), whose
-        ``BEGIN IMMEDIATE`` and ``COMMIT`` go through the seam as statements (cheaper than
-        SQLAlchemy's transaction by about 40 µs an append, see
-        :func:`~hermes_store.db.execution.begin_driver_transaction`); elsewhere
-        SQLAlchemy's."""
-        if self._driver_transactions:
-            begin_driver_transaction(connection, "BEGIN IMMEDIATE")
+        """Begin an attempt's transaction: the driver's where the backend says so
+        (``None``; SQLite, see :attr:`~hermes_store.db.backends.Backend.driver_write_begin`),
+        SQLAlchemy's otherwise."""
+        if self._driver_write_begin is not None:
+            begin_driver_transaction(connection, self._driver_write_begin)
             return None
         return connection.begin()
 
@@ -356,8 +354,12 @@ class UnitOfWork:
         """
         try:
             # An invalidated connection has no driver connection left to ask (or to roll back).
-            if self._driver_transactions and not connection.invalidated and in_driver_transaction(connection):
-                if _driver_in_transaction(connection):
+            if (
+                self._driver_write_begin is not None
+                and not connection.invalidated
+                and in_driver_transaction(connection)
+            ):
+                if _driver_reports_transaction(connection):
                     end_driver_transaction(connection, commit=False)
                 else:  # never begun, or ended by the driver (a failed COMMIT can end it)
                     abandon_driver_transaction(connection)
@@ -365,7 +367,7 @@ class UnitOfWork:
             leftover = connection.get_transaction()
             if leftover is not None:
                 leftover.rollback()
-            if not connection.invalidated and _driver_in_transaction(connection):
+            if not connection.invalidated and _driver_reports_transaction(connection):
                 connection.invalidate()
         except _DRIVER_ERRORS:
             connection.invalidate()
@@ -473,7 +475,7 @@ class UnitOfWork:
                 self.engine.dispose()
 
 
-def _driver_in_transaction(connection: Connection) -> bool:
+def _driver_reports_transaction(connection: Connection) -> bool:
     """Whether the DBAPI connection itself says a transaction is open (sqlite3 does)."""
     return bool(getattr(connection.connection.driver_connection, "in_transaction", False))
 

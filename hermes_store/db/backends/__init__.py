@@ -37,6 +37,10 @@ class Backend(Protocol):
     """Whether read connections are kept between reads instead of returned to the pool."""
     adopts_legacy_files: bool
     """Whether upstream Hermes' unversioned files can exist on this backend."""
+    driver_write_begin: str | None
+    """The statement that begins a write transaction at the driver, which the unit of work
+    then ends with ``COMMIT`` (:func:`hermes_store.db.execution.begin_driver_transaction`),
+    or ``None``: writes run in SQLAlchemy's transactions."""
 
     def search_module(self) -> ModuleType:
         """The module implementing ``find_hits`` for this backend."""

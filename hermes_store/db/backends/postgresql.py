@@ -57,6 +57,8 @@ class PostgreSQLBackend:
     # A server connection is checked out per read, so that the pool pre-pings it.
     keeps_idle_connections = False
     adopts_legacy_files = False
+    # psycopg begins transactions itself; SQLAlchemy's are the ones to end.
+    driver_write_begin = None
 
     def search_module(self) -> ModuleType:
         """tsvector/GIN and pg_trgm search (:mod:`hermes_store.search.postgres`)."""

@@ -40,6 +40,8 @@ class SQLiteBackend:
     # Idle read connections stay checked out: no pool checkout and reset per read.
     keeps_idle_connections = True
     adopts_legacy_files = True
+    # Writes run the driver's transaction (why: execution.begin_driver_transaction).
+    driver_write_begin = "BEGIN IMMEDIATE"
 
     def search_module(self) -> ModuleType:
         """FTS5 word and trigram indexes (:mod:`hermes_store.search.sqlite`)."""
