@@ -1,8 +1,9 @@
 """Issue 21's write targets: upstream Hermes, raw sqlite3 and hermes_store, interleaved in one run.
 
 ``python -m benchmarks.bench_targets [--rounds 3] [--appends 1200] [--dir /dev/shm]`` runs,
-every round, each side on a fresh file in rotating order (so a load spike on the shared machine hits every
-side alike), then reports medians over rounds and the ratios the issue asks for:
+every round, each side on a fresh file in rotating order (so a load spike on the shared
+machine hits every side alike), then reports medians over rounds and the ratios the issue
+asks for (``--dir /dev/shm``: the same without the disk's fsync, each side's CPU alone):
 
 * **1 thread**: one store, one thread, ``--appends`` appends (a realistic mix: two in five
   assistant messages carry 1–2 tool calls, 200–800 characters of text);

@@ -209,7 +209,8 @@ def test_a_handle_error_listener_gets_the_execution_context(store: SessionDB) ->
     contexts: list[Any] = []
     event.listen(store.engine, "handle_error", lambda ctx: contexts.append(ctx.execution_context))
     missing = "SELECT * FROM missing_table WHERE id = :id"
-    with store._uow.read_connection() as connection, pytest.raises(exc.OperationalError, match="no such"):
+    no_table = pytest.raises(exc.OperationalError, match="no such table")
+    with store._uow.read_connection() as connection, no_table:
         execution.run_driver_sql(connection, missing, {"id": 1})
     assert len(contexts) == 1 and contexts[0] is not None
     assert "missing_table" in contexts[0].statement
