@@ -24,10 +24,7 @@ Every call runs to completion even if the awaiting task is cancelled (see
 
 from __future__ import annotations
 
-import asyncio
-import functools
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sqlalchemy import orm
@@ -47,6 +44,7 @@ from hermes_store.uow.unit_of_work import (
     RETRY_MIN_S,
     UnitOfWork,
 )
+from hermes_store.uow.worker_threads import WorkerThreads
 
 T = TypeVar("T")
 
@@ -127,22 +125,18 @@ class AsyncUnitOfWork:
             "retry_max_s": retry_max_s,
             "checkpoint_every": checkpoint_every,
         }
-        self._threads: ThreadPoolExecutor | None = None
-        self._read_threads: ThreadPoolExecutor | None = None
+        self._threads: WorkerThreads | None = None
+        self._read_threads: WorkerThreads | None = None
         self._batcher: WriteBatcher | None = None
         self.sync: UnitOfWork
         if engine.url.get_backend_name() == "sqlite":
             # The sync engine is always ours; ``engine`` stays for the caller's own use.
             self.sync = UnitOfWork(sqlite_store_engine(engine), owns_engine=True, **policy)
             in_memory = sqlite_path(engine.url) is None
-            self._threads = ThreadPoolExecutor(
-                max_workers=1 if in_memory else WORKER_THREADS, thread_name_prefix="hermes-store"
-            )
+            self._threads = WorkerThreads(1 if in_memory else WORKER_THREADS, "hermes-store")
             # In memory, one connection serves everything: one thread for reads and writes.
             self._read_threads = (
-                self._threads
-                if in_memory
-                else ThreadPoolExecutor(max_workers=READ_THREADS, thread_name_prefix="hermes-store-read")
+                self._threads if in_memory else WorkerThreads(READ_THREADS, "hermes-store-read")
             )
             self._batcher = WriteBatcher(self.sync, self._threads)
         else:
@@ -193,7 +187,9 @@ class AsyncUnitOfWork:
         server runs it as :meth:`write_connection` does. Same contract otherwise."""
         if self._batcher is None:
             return await self.write_connection(work, operation)
-        return await self._calls.run(self._batcher.submit(work, operation))
+        # The batch's future is the caller's own: cancelling the caller cancels only that
+        # future, and the write is carried out whole (WriteBatcher).
+        return await self._batcher.submit(work, operation)  # type: ignore[no-any-return]
 
     async def read(self, work: Callable[[orm.Session], T]) -> T:
         """Run ``work(session)`` in a read transaction that never takes the write lock."""
@@ -215,15 +211,13 @@ class AsyncUnitOfWork:
         return await self._run_on(self._read_threads, fn, *args, **kwargs)
 
     async def _run_on(
-        self, threads: ThreadPoolExecutor | None, fn: Callable[..., T], *args: Any, **kwargs: Any
+        self, threads: WorkerThreads | None, fn: Callable[..., T], *args: Any, **kwargs: Any
     ) -> T:
-        call: Awaitable[T]
         if threads is None:
-            call = run_in_greenlet(fn, *args, **kwargs)
-        else:
-            loop = asyncio.get_running_loop()
-            call = loop.run_in_executor(threads, functools.partial(fn, *args, **kwargs))
-        return await self._calls.run(call)
+            return await self._calls.run(run_in_greenlet(fn, *args, **kwargs))
+        # The thread's future is the caller's own: cancelling the caller cancels only that
+        # future, and the call runs on to its end (WorkerThreads).
+        return await threads.submit(fn, *args, **kwargs)
 
     async def checkpoint(self) -> None:
         """Best-effort PASSIVE WAL checkpoint on SQLite (never raises)."""
@@ -232,6 +226,11 @@ class AsyncUnitOfWork:
     async def drain(self) -> None:
         """Wait for every call in flight, including those whose callers were cancelled."""
         await self._calls.drain()
+        if self._batcher is not None:
+            await self._batcher.drain()
+        for threads in (self._threads, self._read_threads):
+            if threads is not None:
+                await threads.drain()
 
     async def close(self) -> None:
         """Wait for calls in flight, checkpoint (SQLite) and release the connections held.
@@ -246,6 +245,6 @@ class AsyncUnitOfWork:
         """After :attr:`sync` is closed: stop the worker threads, dispose the engine if ours."""
         for threads in {self._threads, self._read_threads}:
             if threads is not None:
-                threads.shutdown(wait=False)  # idle: every call has finished
+                threads.shutdown()  # idle: every call has finished
         if self.owns_engine:
             await self.engine.dispose()

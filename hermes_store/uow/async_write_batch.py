@@ -10,18 +10,22 @@ one transaction, one fsync, each write its own result, error and attempts, share
 the writes of other threads). One hop there and back per batch, not per write.
 
 Order: writes run in the order they were submitted, so a task's appends to its session
-keep their order. Cancellation: a submitted write is carried out whole (the caller's
-await is shielded by the store, as for every call).
+keep their order. Cancellation: a submitted write is carried out whole; cancelling its
+caller cancels only the caller's future (an error nobody will see then is logged), and
+:meth:`WriteBatcher.drain` waits for every write submitted.
 """
 
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import Executor
+import logging
 from typing import Any
 
 from hermes_store.uow.group_commit import QueuedWrite
 from hermes_store.uow.unit_of_work import UnitOfWork
+from hermes_store.uow.worker_threads import WorkerThreads
+
+log = logging.getLogger(__name__)
 
 MAX_BATCH = 256
 """The most writes one batch (one transaction) takes; the rest wait for the next, so a
@@ -33,12 +37,13 @@ _Pending = tuple[QueuedWrite[Any], "asyncio.Future[Any]"]
 class WriteBatcher:
     """Core-connection writes queued on one event loop, committed a batch at a time."""
 
-    def __init__(self, unit_of_work: UnitOfWork, threads: Executor) -> None:
+    def __init__(self, unit_of_work: UnitOfWork, threads: WorkerThreads) -> None:
         self._unit_of_work = unit_of_work
         self._threads = threads
         self._pending: list[_Pending] = []
         self._in_flight = False
         self._scheduled = False
+        self._idle_waiters: list[asyncio.Future[None]] = []
 
     def submit(self, work: Any, operation: str) -> asyncio.Future[Any]:
         """Queue ``work`` (a function of a Core connection); the future has its result or
@@ -59,9 +64,10 @@ class WriteBatcher:
         self._scheduled = False
         batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
         try:
-            job = loop.run_in_executor(self._threads, self._unit_of_work.run_queued, [w for w, _ in batch])
+            job = self._threads.submit(self._unit_of_work.run_queued, [w for w, _ in batch])
         except RuntimeError as exc:  # the worker threads are shut down: the store is closed
             _settle(batch, exc)
+            self._wake_drainers()
             return
         self._in_flight = True
         job.add_done_callback(lambda done: self._finished(loop, batch, done))
@@ -73,11 +79,30 @@ class WriteBatcher:
         _settle(batch, None if job.cancelled() else job.exception())
         if self._pending:
             self._dispatch(loop)
+        if not self._in_flight:
+            self._wake_drainers()
+
+    async def drain(self) -> None:
+        """Wait until every write submitted so far has its outcome."""
+        while self._pending or self._in_flight or self._scheduled:
+            waiter = asyncio.get_running_loop().create_future()
+            self._idle_waiters.append(waiter)
+            await waiter
+
+    def _wake_drainers(self) -> None:
+        waiters, self._idle_waiters = self._idle_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
 
 def _settle(batch: list[_Pending], failure: BaseException | None) -> None:
     """Give each write's future its outcome; ``failure`` for those the batch never ended."""
     for write, future in batch:
+        if future.cancelled():
+            if write.error is not None:  # its caller stopped waiting: nobody else will see it
+                log.warning("a store call whose caller was cancelled failed: %r", write.error)
+            continue
         if future.done():
             continue
         if not write.done:
