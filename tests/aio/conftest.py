@@ -13,6 +13,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from aio_support import Processes  # noqa: E402
+from support import EMPTY_PG_STORE  # noqa: E402
 
 from hermes_store import SessionDB  # noqa: E402
 
@@ -65,7 +66,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     try:
         connection = store._conn
         assert connection is not None
-        connection.execute("TRUNCATE messages, sessions, state_meta RESTART IDENTITY CASCADE")
+        connection.execute(EMPTY_PG_STORE)
     finally:
         store.close()
     return url

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from async_proxy import BlockingAsyncSessionDB
 from sqlalchemy import make_url as sa_make_url
+from support import EMPTY_PG_STORE
 
 from hermes_store import SessionDB
 
@@ -116,7 +117,7 @@ def db(request: pytest.FixtureRequest, backend: str, api: str, tmp_path: Path) -
         store = open_store(api, url)
         connection = store._conn
         assert connection is not None
-        connection.execute("TRUNCATE messages, sessions, state_meta RESTART IDENTITY CASCADE")
+        connection.execute(EMPTY_PG_STORE)
     else:
         image = request.getfixturevalue("fresh_db_image")
         path = tmp_path / "state.db"
