@@ -147,6 +147,63 @@ coverage gate on a machine with none (their tests skip there, so 0 % would say n
 about the code; everything that did run is still held to the 90 % bar)."""
 
 
+LONGEST_MODULES = {
+    "search/test_search_oracle.py": 100,
+    "migrations/test_legacy_adoption.py": 65,
+    "postgres/test_pg_upgrade_killed.py": 60,
+    "postgres/test_pg_rolling_deploy.py": 55,
+    "migrations/test_offline_sql.py": 52,
+    "postgres/test_pg_migration_0012.py": 50,
+    "test_benchmarks_smoke.py": 45,
+    "postgres/test_pg_migration_0014.py": 45,
+    "postgres/test_pg_open_policy.py": 30,
+    "postgres/test_pg_search_plans.py": 22,
+}
+"""The modules whose tests take longest, with their seconds in all (``--durations``, under
+the suite's own load); modules holding a ``slow`` test count 10 s. See
+:func:`pytest_collection_modifyitems`."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Start the longest modules first, spread over the xdist workers.
+
+    pytest-xdist's ``worksteal`` first hands each of its ``n`` workers one contiguous
+    ``n``-th of the collection, and a worker that runs dry steals from the end of another
+    one's share. A long module collected late is then started last and keeps the run going
+    while the other workers sit idle; all of them at the front would go to one worker. So
+    each share begins with its part of the long modules (balanced by their seconds), then
+    the rest in collection order. Whole modules move, so module fixtures are built once.
+    """
+    workers = max(1, int(getattr(config, "workerinput", {}).get("workercount", 1)))
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.path, []).append(item)
+    weights: dict[Path, int] = {}
+    for path, members in modules.items():
+        name = path.relative_to(TESTS_DIR).as_posix() if path.is_relative_to(TESTS_DIR) else ""
+        if name in LONGEST_MODULES:
+            weights[path] = LONGEST_MODULES[name]
+        elif any(member.get_closest_marker("slow") is not None for member in members):
+            weights[path] = 10
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    loads = [0] * workers
+    for path in sorted(weights, key=lambda p: -weights[p]):
+        lightest = loads.index(min(loads))
+        shares[lightest] += modules[path]
+        loads[lightest] += weights[path]
+    rest = [item for item in items if item.path not in weights]
+    ordered: list[pytest.Item] = []
+    remaining = len(items)
+    for worker, share in enumerate(shares):
+        size = remaining // (workers - worker)  # what worksteal sends this worker first
+        filler = max(0, size - len(share))
+        share += rest[:filler]
+        rest = rest[filler:]
+        ordered += share
+        remaining -= len(share)
+    items[:] = ordered + rest
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Without PostgreSQL, keep PostgreSQL-only modules out of the coverage report and gate."""
     if hasattr(config, "workerinput") or pg_server.mode() != "none":
