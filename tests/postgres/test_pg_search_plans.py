@@ -197,3 +197,33 @@ def test_upgrade_kept_every_row_and_filled_the_stored_vector(big_store: SessionD
             "FROM messages"
         ).one()
     assert tuple(counts) == (MESSAGES, MESSAGES)
+
+
+@pytest.mark.parametrize("query", ["zebrafinch", "记忆", "zebrafinch 记忆"])
+def test_a_search_raises_work_mem_for_its_own_transaction_only(big_store: SessionDB, query: str) -> None:
+    """Exact bitmaps need more than the default 4 MB at scale (``SEARCH_WORK_MEM``); the
+    setting must end with the search's transaction, never stay on a pooled connection."""
+    from hermes_store.search.postgres import SEARCH_WORK_MEM
+
+    seen: list[str] = []
+    searched_on: list[Any] = []
+
+    def record(conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if "set_config('work_mem'" in statement:
+            seen.append(conn.exec_driver_sql("SHOW work_mem").scalar())
+            searched_on.append(conn.connection.dbapi_connection)
+
+    sa.event.listen(big_store.engine, "after_cursor_execute", record)
+    try:
+        assert big_store.search_messages(query, limit=5)
+    finally:
+        sa.event.remove(big_store.engine, "after_cursor_execute", record)
+    assert seen == [SEARCH_WORK_MEM]
+    # Every pooled connection, the one the search ran on among them, is back to the default.
+    held = [big_store.engine.connect() for _ in range(big_store.engine.pool.checkedin())]
+    try:
+        assert searched_on[0] in [connection.connection.dbapi_connection for connection in held]
+        assert all(c.exec_driver_sql("SHOW work_mem").scalar() != SEARCH_WORK_MEM for c in held)
+    finally:
+        for connection in held:
+            connection.close()
