@@ -1,7 +1,7 @@
-"""Calls that run to completion even when the task awaiting them is cancelled.
+"""Calls that run to completion even when the task awaiting them is cancelled (PostgreSQL).
 
-A store call runs in a task of its own (or on a worker thread, whose future stands for
-it); the caller awaits it through
+A store call on a server runs in a task of its own (on SQLite it runs on a worker thread:
+:mod:`hermes_store.uow.worker_threads`); the caller awaits it through
 :func:`asyncio.shield`. Cancelling the caller stops the *waiting* at once (the caller
 sees ``CancelledError``) but never the call: a write that has been started is carried
 out whole (committed, or rolled back on its own error), never stopped half-way, and
@@ -12,11 +12,10 @@ which ``close()`` does before it releases the connections.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-log = logging.getLogger(__name__)
+from hermes_store.uow.worker_threads import report_orphaned_failure
 
 T = TypeVar("T")
 
@@ -43,7 +42,7 @@ class CompletionGroup:
             elif not task.cancelled() and task.exception() is not None:
                 # It failed in the moment its caller was cancelled (a worker thread can
                 # finish before the cancellation arrives): nobody else will see the error.
-                _log_orphaned_failure(task.exception())
+                report_orphaned_failure(task.exception())
             raise
 
     def _finished(self, task: asyncio.Future[Any]) -> None:
@@ -54,7 +53,7 @@ class CompletionGroup:
             return
         error = task.exception()  # retrieved, so asyncio never reports it as lost
         if error is not None and orphaned:
-            _log_orphaned_failure(error)
+            report_orphaned_failure(error)
 
     async def drain(self) -> None:
         """Wait until every call started so far has finished (errors are its callers')."""
@@ -63,7 +62,3 @@ class CompletionGroup:
 
     def __len__(self) -> int:
         return len(self._running)
-
-
-def _log_orphaned_failure(error: BaseException | None) -> None:
-    log.warning("a store call whose caller was cancelled failed: %r", error)

@@ -219,6 +219,11 @@ class AsyncUnitOfWork:
         # future, and the call runs on to its end (WorkerThreads).
         return await threads.submit(fn, *args, **kwargs)
 
+    def _thread_pools(self) -> list[WorkerThreads]:
+        # In memory the readers' pool is the writers' one: each pool once.
+        pools = [self._threads, self._read_threads]
+        return [pool for index, pool in enumerate(pools) if pool is not None and pool not in pools[:index]]
+
     async def checkpoint(self) -> None:
         """Best-effort PASSIVE WAL checkpoint on SQLite (never raises)."""
         await self.run(self.sync.checkpoint)
@@ -228,9 +233,8 @@ class AsyncUnitOfWork:
         await self._calls.drain()
         if self._batcher is not None:
             await self._batcher.drain()
-        for threads in (self._threads, self._read_threads):
-            if threads is not None:
-                await threads.drain()
+        for threads in self._thread_pools():
+            await threads.drain()
 
     async def close(self) -> None:
         """Wait for calls in flight, checkpoint (SQLite) and release the connections held.
@@ -243,8 +247,7 @@ class AsyncUnitOfWork:
 
     async def release(self) -> None:
         """After :attr:`sync` is closed: stop the worker threads, dispose the engine if ours."""
-        for threads in {self._threads, self._read_threads}:
-            if threads is not None:
-                threads.shutdown()  # idle: every call has finished
+        for threads in self._thread_pools():
+            threads.shutdown()  # idle: every call has finished
         if self.owns_engine:
             await self.engine.dispose()

@@ -18,14 +18,11 @@ caller cancels only the caller's future (an error nobody will see then is logged
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 from hermes_store.uow.group_commit import QueuedWrite
 from hermes_store.uow.unit_of_work import UnitOfWork
-from hermes_store.uow.worker_threads import WorkerThreads
-
-log = logging.getLogger(__name__)
+from hermes_store.uow.worker_threads import WorkerThreads, report_orphaned_failure
 
 MAX_BATCH = 256
 """The most writes one batch (one transaction) takes; the rest wait for the next, so a
@@ -43,7 +40,9 @@ class WriteBatcher:
         self._pending: list[_Pending] = []
         self._in_flight = False
         self._scheduled = False
-        self._idle_waiters: list[asyncio.Future[None]] = []
+        # Set while nothing is pending, scheduled or in flight (loop side only).
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     def submit(self, work: Any, operation: str) -> asyncio.Future[Any]:
         """Queue ``work`` (a function of a Core connection); the future has its result or
@@ -51,6 +50,7 @@ class WriteBatcher:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._pending.append((QueuedWrite(work, operation, False), future))
+        self._idle.clear()
         if not self._in_flight and not self._scheduled:
             # Not at once: the tasks a batch's end woke up run in the same turn of the
             # loop, and each is about to submit its next write. Dispatching the first
@@ -66,8 +66,10 @@ class WriteBatcher:
         try:
             job = self._threads.submit(self._unit_of_work.run_queued, [w for w, _ in batch])
         except RuntimeError as exc:  # the worker threads are shut down: the store is closed
+            # Nothing will run the writes still waiting either: they fail alike.
+            batch, self._pending = batch + self._pending, []
             _settle(batch, exc)
-            self._wake_drainers()
+            self._idle.set()
             return
         self._in_flight = True
         job.add_done_callback(lambda done: self._finished(loop, batch, done))
@@ -79,29 +81,20 @@ class WriteBatcher:
         _settle(batch, None if job.cancelled() else job.exception())
         if self._pending:
             self._dispatch(loop)
-        if not self._in_flight:
-            self._wake_drainers()
+        else:
+            self._idle.set()
 
     async def drain(self) -> None:
         """Wait until every write submitted so far has its outcome."""
-        while self._pending or self._in_flight or self._scheduled:
-            waiter = asyncio.get_running_loop().create_future()
-            self._idle_waiters.append(waiter)
-            await waiter
-
-    def _wake_drainers(self) -> None:
-        waiters, self._idle_waiters = self._idle_waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        await self._idle.wait()
 
 
 def _settle(batch: list[_Pending], failure: BaseException | None) -> None:
     """Give each write's future its outcome; ``failure`` for those the batch never ended."""
     for write, future in batch:
         if future.cancelled():
-            if write.error is not None:  # its caller stopped waiting: nobody else will see it
-                log.warning("a store call whose caller was cancelled failed: %r", write.error)
+            if write.error is not None:
+                report_orphaned_failure(write.error)
             continue
         if future.done():
             continue

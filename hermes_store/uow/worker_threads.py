@@ -41,6 +41,11 @@ _Job = tuple[
 _names = itertools.count()
 
 
+def report_orphaned_failure(error: BaseException | None) -> None:
+    """Log the error of a store call whose caller stopped waiting (nobody else will see it)."""
+    log.warning("a store call whose caller was cancelled failed: %r", error)
+
+
 class WorkerThreads:
     """Up to ``max_threads`` threads running synchronous calls for one event loop."""
 
@@ -57,7 +62,8 @@ class WorkerThreads:
         self._shut_down = False
         # Loop side only (the loop's thread): calls handed over and not yet delivered.
         self._in_flight = 0
-        self._drained: list[asyncio.Future[None]] = []
+        self._idle_loop_side = asyncio.Event()
+        self._idle_loop_side.set()
 
     def submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
         """Run ``fn(*args, **kwargs)`` on a worker thread; the future (of the running loop)
@@ -67,6 +73,7 @@ class WorkerThreads:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._in_flight += 1
+        self._idle_loop_side.clear()
         self._jobs.put((loop, future, fn, args, kwargs))
         try:
             self._idle.pop()
@@ -90,16 +97,13 @@ class WorkerThreads:
         self._in_flight -= 1
         if future.cancelled():
             if error is not None:
-                log.warning("a store call whose caller was cancelled failed: %r", error)
+                report_orphaned_failure(error)
         elif error is not None:
             future.set_exception(error)
         else:
             future.set_result(result)
         if not self._in_flight:
-            for waiter in self._drained:
-                if not waiter.done():
-                    waiter.set_result(None)
-            self._drained.clear()
+            self._idle_loop_side.set()
 
     @property
     def in_flight(self) -> int:
@@ -108,10 +112,7 @@ class WorkerThreads:
 
     async def drain(self) -> None:
         """Wait until every call handed over so far has ended (its outcome delivered)."""
-        if self._in_flight:
-            waiter = asyncio.get_running_loop().create_future()
-            self._drained.append(waiter)
-            await waiter
+        await self._idle_loop_side.wait()
 
     def shutdown(self) -> None:
         """Stop the threads once they are idle; calls still queued are run first."""

@@ -194,3 +194,32 @@ def test_a_batch_that_meets_another_processs_lock_is_retried_whole(tmp_path: Pat
 
     asyncio.run(scenario())
     assert [c for _s, c in _rows(path)] == [f"m{n}" for n in range(30)]
+
+
+def test_writes_queued_when_the_threads_are_gone_all_fail_and_drain_returns(tmp_path: Path) -> None:
+    """More writes than one batch takes, submitted after the worker threads stopped: every
+    one fails with the shutdown's error (none is left waiting), and ``drain`` returns."""
+    from hermes_store import SessionDB, create_engine
+    from hermes_store.uow.unit_of_work import UnitOfWork
+    from hermes_store.uow.worker_threads import WorkerThreads
+
+    path = tmp_path / "state.db"
+    SessionDB(path).close()
+    unit_of_work = UnitOfWork(create_engine(path), owns_engine=True)
+
+    async def scenario() -> list[BaseException | None]:
+        threads = WorkerThreads(1, "gone")
+        threads.shutdown()
+        batcher = async_write_batch.WriteBatcher(unit_of_work, threads)
+        futures = [
+            batcher.submit(lambda connection: None, "nothing") for _ in range(async_write_batch.MAX_BATCH + 5)
+        ]
+        await asyncio.wait_for(batcher.drain(), 5)
+        return [future.exception() for future in futures]
+
+    try:
+        errors = asyncio.run(scenario())
+    finally:
+        unit_of_work.close()
+    assert len(errors) == async_write_batch.MAX_BATCH + 5
+    assert all(isinstance(error, RuntimeError) and "after shutdown" in str(error) for error in errors)
