@@ -359,37 +359,30 @@ def _substring_condition(
             return f"{text} LIKE :{name} ESCAPE '\\'"
         return f"({text} ILIKE :{name} ESCAPE '\\' AND {INDEXED_TEXT} ~ :{name}r)"
 
-    def required(term: str, strong_term: bool, gram_term: bool) -> str:
-        grams = required_cjk_grams(term) if use_grams else []
+    def required(term: str, grams: list[str], checked_only: bool) -> str:
         if not grams:
-            # Beside a gram condition pg_trgm's estimate of any ILIKE is far too low (1 row
-            # for 38,421 candidates of ``chung``), and the planner would then read every
-            # candidate instead of intersecting the two indexes: only the regular
-            # expression, whose estimate is sane, is left for pg_trgm.
-            weak = gram_term or (strong_term and len(term) < STRONG_TRIGRAM_TERM)
-            return test(term, indexed=not weak)
+            return test(term, indexed=not checked_only)
         gram_names = [f"g{len(params)}_{i}" for i in range(len(grams))]
         params.update(zip(gram_names, grams, strict=True))
         wanted = ", ".join(f"CAST(:{n} AS text)" for n in gram_names)
         # The grams find the candidates; pg_trgm has no trigram of a short CJK term to offer.
         return f"({CJK_GRAMS} @> ARRAY[{wanted}] AND {test(term, indexed=False)})"
 
-    def has_gram_term(terms: tuple[str, ...]) -> bool:
-        return use_grams and any(required_cjk_grams(term) for term in terms)
-
-    def has_strong_term(terms: tuple[str, ...]) -> bool:
-        return has_gram_term(terms) or any(len(term) >= STRONG_TRIGRAM_TERM for term in terms)
-
-    groups = [
-        " AND ".join(
-            [
-                required(term, has_strong_term(group.required), has_gram_term(group.required))
-                for term in group.required
-            ]
-            + [f"NOT {test(term)}" for term in group.excluded]
-        )
-        for group in plan.groups
-    ]
+    groups = []
+    for group in plan.groups:
+        grams = {term: required_cjk_grams(term) if use_grams else [] for term in group.required}
+        # Beside a gram condition pg_trgm's estimate of any ILIKE is far too low (1 row for
+        # 38,421 candidates of ``chung``), and the planner would then read every candidate
+        # instead of intersecting the two indexes: only the regular expression, whose
+        # estimate is sane, is left for pg_trgm. Beside a long term, a short one is only
+        # checked.
+        beside_grams = any(grams.values())
+        beside_long = any(len(term) >= STRONG_TRIGRAM_TERM for term in group.required)
+        conditions = [
+            required(term, grams[term], beside_grams or (beside_long and len(term) < STRONG_TRIGRAM_TERM))
+            for term in group.required
+        ]
+        groups.append(" AND ".join(conditions + [f"NOT {test(term)}" for term in group.excluded]))
     return "(" + " OR ".join(f"({group})" for group in groups) + ")", list(plan.like_terms)
 
 
