@@ -99,9 +99,7 @@ class UnitOfWork:
         self._lock = threading.Lock()
         # The thread inside write(), so that a nested write fails instead of deadlocking.
         self._writer: int | None = None
-        # Group commit (uow/group_commit.py) on SQLite, where each commit is an fsync and
-        # this process's writers queue for one connection anyway.
-        self.groups_commits = self._backend.name == "sqlite"
+        self.groups_commits = self._backend.groups_commits  # uow/group_commit.py
         self._driver_write_begin = self._backend.driver_write_begin
         self._queue = WriteQueue()
         self._last_group_size = 0

@@ -37,6 +37,9 @@ class Backend(Protocol):
     """Whether read connections are kept between reads instead of returned to the pool."""
     adopts_legacy_files: bool
     """Whether upstream Hermes' unversioned files can exist on this backend."""
+    groups_commits: bool
+    """Whether concurrent writers of one process share a commit (``uow/group_commit.py``):
+    where each commit is an fsync and the writers queue for one connection anyway."""
     driver_write_begin: str | None
     """The statement that begins a write transaction at the driver, which the unit of work
     then ends with ``COMMIT`` (:func:`hermes_store.db.execution.begin_driver_transaction`),

@@ -57,6 +57,8 @@ class PostgreSQLBackend:
     # A server connection is checked out per read, so that the pool pre-pings it.
     keeps_idle_connections = False
     adopts_legacy_files = False
+    # Server connections commit in parallel, each on its own: writes are not grouped.
+    groups_commits = False
     # psycopg begins transactions itself; SQLAlchemy's are the ones to end.
     driver_write_begin = None
 

@@ -40,6 +40,8 @@ class SQLiteBackend:
     # Idle read connections stay checked out: no pool checkout and reset per read.
     keeps_idle_connections = True
     adopts_legacy_files = True
+    # One write connection, an fsync per commit: writers share commits.
+    groups_commits = True
     # Writes run the driver's transaction (why: execution.begin_driver_transaction).
     driver_write_begin = "BEGIN IMMEDIATE"
 
