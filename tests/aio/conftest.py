@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from aio_support import Processes  # noqa: E402
-from support import EMPTY_PG_STORE  # noqa: E402
+from support import pg_store_emptier  # noqa: E402
 
 from hermes_store import SessionDB  # noqa: E402
 
@@ -54,6 +54,13 @@ def aio_pg_url(pg_admin_url: str) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session")
+def aio_pg_emptier(aio_pg_url: str) -> Iterator[Callable[[], None]]:
+    """Empties the asyncio tests' PostgreSQL store (one connection for the whole run)."""
+    with pg_store_emptier(aio_pg_url) as empty:
+        yield empty
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A fresh store on each backend: a SQLite file, or emptied PostgreSQL tables."""
@@ -61,12 +68,5 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         path = tmp_path / "state.db"
         SessionDB(path).close()
         return f"sqlite:///{path}"
-    url = str(request.getfixturevalue("aio_pg_url"))
-    store = SessionDB(url=url)
-    try:
-        connection = store._conn
-        assert connection is not None
-        connection.execute(EMPTY_PG_STORE)
-    finally:
-        store.close()
-    return url
+    request.getfixturevalue("aio_pg_emptier")()
+    return str(request.getfixturevalue("aio_pg_url"))

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from async_proxy import BlockingAsyncSessionDB
 from sqlalchemy import make_url as sa_make_url
-from support import EMPTY_PG_STORE
+from support import pg_store_emptier
 
 from hermes_store import SessionDB
 
@@ -58,14 +58,9 @@ def pg_store_url(pg_admin_url: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def pg_emptier(pg_store_url: str) -> Iterator[Callable[[], None]]:
-    """Empties the worker's PostgreSQL store on one connection kept for the whole run: a
-    connection per test (the store's raw ``_conn``, a whole companion store for the
-    asyncio API) cost 10-12 ms of the 23-41 ms a PostgreSQL test's store costs."""
-    import psycopg
-
-    conninfo = sa_make_url(pg_store_url).set(drivername="postgresql").render_as_string(False)
-    with psycopg.connect(conninfo, autocommit=True) as connection:
-        yield lambda: connection.execute(EMPTY_PG_STORE)  # type: ignore[arg-type]
+    """Empties the worker's PostgreSQL store (one connection for the whole run)."""
+    with pg_store_emptier(pg_store_url) as empty:
+        yield empty
 
 
 PSYCOPG_INTEGRITY = "the driver's IntegrityError is psycopg's, not sqlite3's"
