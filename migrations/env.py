@@ -66,7 +66,7 @@ def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
 
 
 # Expression indexes Alembic cannot compare; their DDL is frozen in the revisions and
-# checked by tests. The others are PostgreSQL's search indexes (revisions 0011, 0012).
+# checked by tests. The others are PostgreSQL's search indexes (revisions 0011, 0012, 0015).
 EXPRESSION_INDEXES = frozenset(
     {
         "idx_sessions_started",
@@ -75,11 +75,12 @@ EXPRESSION_INDEXES = frozenset(
         "idx_messages_search_vector",
         "idx_messages_cjk_grams",
         "idx_messages_session_id",
+        "idx_messages_stored_cjk_grams",
     }
 )
-# Columns only one backend has (revision 0012's stored tsvector on PostgreSQL); the
-# shared models do not declare them.
-BACKEND_ONLY_COLUMNS = frozenset({("messages", "search_vector")})
+# Columns only one backend has (on PostgreSQL: revision 0012's stored tsvector, 0015's
+# stored CJK grams); the shared models do not declare them.
+BACKEND_ONLY_COLUMNS = frozenset({("messages", "search_vector"), ("messages", "cjk_grams")})
 
 
 def include_object(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:

@@ -45,6 +45,11 @@ UNICODE61_REVISION = "0014"
 queries are translated as FTS5 reads them (:mod:`hermes_store.search.fts5_query`); before
 it they go through ``phraseto_tsquery`` over PostgreSQL's own parser."""
 
+STORED_GRAMS_REVISION = "0015"
+"""The revision from which PostgreSQL's messages hold their CJK grams in ``cjk_grams``
+(GIN-indexed), so short CJK terms are found and rechecked without recomputing
+``hermes_cjk_grams``; before it search reads revision 0012's expression index."""
+
 _ASSIGNMENT = r"^{name}\s*(?::[^=\n]+)?=\s*(?:None|[\"']([^\"'\n]+)[\"'])"
 _REVISION = re.compile(_ASSIGNMENT.format(name="revision"), re.MULTILINE)
 _DOWN_REVISION = re.compile(_ASSIGNMENT.format(name="down_revision"), re.MULTILINE)

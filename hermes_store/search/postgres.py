@@ -36,7 +36,12 @@ from sqlalchemy.pool import Pool
 from hermes_store.db.execution import connection_of, fetch_tuples
 from hermes_store.repository.rows import fetch_dicts
 from hermes_store.schema.indexed_text import INDEXED_TEXT
-from hermes_store.schema.revisions import SEARCH_OBJECTS_REVISION, UNICODE61_REVISION, history
+from hermes_store.schema.revisions import (
+    SEARCH_OBJECTS_REVISION,
+    STORED_GRAMS_REVISION,
+    UNICODE61_REVISION,
+    history,
+)
 from hermes_store.search.cjk import is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters
 from hermes_store.search.fts5_query import to_tsquery_text
@@ -48,6 +53,8 @@ COMPUTED_TSVECTOR = f"to_tsvector('simple'::regconfig, {INDEXED_TEXT})"
 """The same vector computed per row: the expression revision 0011's ``idx_messages_fts`` indexes."""
 CJK_GRAMS = f"hermes_cjk_grams({INDEXED_TEXT})"
 """Revision 0012's indexed expression: every CJK character and adjacent pair of the text."""
+STORED_CJK_GRAMS = "m.cjk_grams"
+"""Revision 0015's column: the same grams, stored (NULL for a text without CJK)."""
 HEADLINE_OPTIONS = (
     "StartSel=>>>, StopSel=<<<, MaxWords=40, MinWords=15, ShortWord=0, MaxFragments=1, FragmentDelimiter=..."
 )
@@ -78,6 +85,14 @@ def has_search_objects(db: orm.Session) -> bool:
 def has_unicode61_vectors(db: orm.Session) -> bool:
     """Whether ``db``'s stored vectors hold unicode61 words (revision 0014 or later)."""
     return _reaches(db, UNICODE61_REVISION)
+
+
+def cjk_grams_source(db: orm.Session) -> str | None:
+    """What a gram condition reads in ``db``'s database: revision 0015's stored column,
+    0012's indexed expression, or nothing (a database at 0011 has neither)."""
+    if _reaches(db, STORED_GRAMS_REVISION):
+        return STORED_CJK_GRAMS
+    return CJK_GRAMS if has_search_objects(db) else None
 
 
 _TOKEN = re.compile(r'"[^"]*"\*?|\S+')
@@ -268,7 +283,7 @@ def _substring_hits(
     bounds the primary key, so the planner can combine it with the trigram and gram
     indexes (a ``BitmapAnd``) or walk the key backwards, whichever reads less.
     """
-    condition, terms = _substring_condition(plan, params, use_grams=has_search_objects(db))
+    condition, terms = _substring_condition(plan, params, grams_source=cjk_grams_source(db))
     if not terms:
         return []
     source, where = _filters(filters, params)
@@ -323,7 +338,7 @@ are far too low; beside a longer term or a CJK gram condition they are only chec
 
 
 def _substring_condition(
-    plan: SearchPlan, params: dict[str, Any], use_grams: bool = True
+    plan: SearchPlan, params: dict[str, Any], grams_source: str | None = STORED_CJK_GRAMS
 ) -> tuple[str, list[str]]:
     """The conditions of a substring plan (any group: all required terms, no excluded
     one), and its required terms in order.
@@ -332,9 +347,10 @@ def _substring_condition(
     does: a term without ASCII letters is a plain ``LIKE``; one with ASCII letters is an
     ``ILIKE`` (which folds more, and which a ``pg_trgm`` index on the indexed text can
     answer for 3+ characters) confirmed by a regular expression with ``[xX]`` for each
-    letter, run only on the rows the ``ILIKE`` lets through. ``use_grams`` adds the
-    gram-index condition to required short CJK terms (for the indexed query; over a
-    handful of rows it would only cost time). In a group with a term of
+    letter, run only on the rows the ``ILIKE`` lets through. ``grams_source`` (the stored
+    column or the indexed expression, see :func:`cjk_grams_source`) adds the gram-index
+    condition to required short CJK terms; ``None`` leaves it out (a database without
+    either, or a query over a handful of rows, where it would only cost time). In a group with a term of
     :data:`STRONG_TRIGRAM_TERM`+ characters, shorter terms are written so that no index
     serves them (the planner would otherwise intersect a bitmap of most of the table); in
     a group with a gram condition, every other term's ``ILIKE`` is, leaving only its
@@ -366,11 +382,11 @@ def _substring_condition(
         params.update(zip(gram_names, grams, strict=True))
         wanted = ", ".join(f"CAST(:{n} AS text)" for n in gram_names)
         # The grams find the candidates; pg_trgm has no trigram of a short CJK term to offer.
-        return f"({CJK_GRAMS} @> ARRAY[{wanted}] AND {test(term, indexed=False)})"
+        return f"({grams_source} @> ARRAY[{wanted}] AND {test(term, indexed=False)})"
 
     groups = []
     for group in plan.groups:
-        grams = {term: required_cjk_grams(term) if use_grams else [] for term in group.required}
+        grams = {term: required_cjk_grams(term) if grams_source else [] for term in group.required}
         # Beside a gram condition pg_trgm's estimate of any ILIKE is far too low (1 row for
         # 38,421 candidates of ``chung``), and the planner would then read every candidate
         # instead of intersecting the two indexes: only the regular expression, whose

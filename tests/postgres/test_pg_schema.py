@@ -1,4 +1,4 @@
-"""Revisions 0001–0014 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
+"""Revisions 0001–0015 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
         inspector.get_table_names()
     )
     assert len(inspector.get_columns("sessions")) == 27
-    # upstream's 15 columns plus revision 0012's trigger-kept tsvector
-    assert [c["name"] for c in inspector.get_columns("messages")][15:] == ["search_vector"]
+    # upstream's 15 columns plus revision 0012's trigger-kept tsvector and 0015's CJK grams
+    assert [c["name"] for c in inspector.get_columns("messages")][15:] == ["search_vector", "cjk_grams"]
     types = {c["name"]: c["type"] for c in inspector.get_columns("sessions")}
     assert isinstance(types["started_at"], sa.Double | sa.DOUBLE_PRECISION)
     indexes = {ix["name"]: ix for ix in inspector.get_indexes("sessions")}
@@ -39,6 +39,7 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
         "idx_messages_search_vector",
         "idx_messages_trgm",
         "idx_messages_cjk_grams",
+        "idx_messages_stored_cjk_grams",
         "idx_messages_session_id",
     } <= message_indexes
     assert "idx_messages_fts" not in message_indexes  # replaced by the stored vector's index
@@ -47,7 +48,7 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
         assert connection.exec_driver_sql(
             "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'"
         ).scalar() == 1
-    assert current_revision(pg_url) == "0014"
+    assert current_revision(pg_url) == "0015"
 
 
 def test_epoch_seconds_keep_microseconds(pg_url: str) -> None:

@@ -140,10 +140,10 @@ def assert_no_message_scan(plans: list[list[dict[str, Any]]], *indexes: str) -> 
         ("zebrafinch OR quokka", ZEBRA + QUOKKA - MESSAGES // (997 * 1499), "idx_messages_search_vector"),
         ("zebrafinch NOT quokka", ZEBRA, "idx_messages_search_vector"),
         ("数据库", ZEBRA, "idx_messages_trgm"),  # 3-character CJK: trigram
-        ("记忆", ZEBRA, "idx_messages_cjk_grams"),  # 2-character CJK: too short for trigrams
-        ("忆", ZEBRA, "idx_messages_cjk_grams"),  # 1 character
+        ("记忆", ZEBRA, "idx_messages_stored_cjk_grams"),  # 2-character CJK: too short for trigrams
+        ("忆", ZEBRA, "idx_messages_stored_cjk_grams"),  # 1 character
         # several terms, one short: either index narrows enough; the planner picks
-        ("服务器 记忆", ZEBRA, "idx_messages_trgm|idx_messages_cjk_grams"),
+        ("服务器 记忆", ZEBRA, "idx_messages_trgm|idx_messages_stored_cjk_grams"),
     ],
 )
 def test_search_kind_uses_an_index(big_store: SessionDB, query: str, hits: int, index: str) -> None:
@@ -227,3 +227,32 @@ def test_a_search_raises_work_mem_for_its_own_transaction_only(big_store: Sessio
     finally:
         for connection in held:
             connection.close()
+
+
+@pytest.mark.parametrize("query", ["记忆", "zebrafinch 记忆", "w17 忆"])
+def test_gram_conditions_read_the_stored_grams_not_the_function(big_store: SessionDB, query: str) -> None:
+    """From revision 0015 a gram condition reads ``messages.cjk_grams``: a recheck (which
+    ``pg_trgm``'s lossy matches force on every candidate) then reads an array instead of
+    running ``hermes_cjk_grams`` over the text again."""
+    results, plans = explain_all(big_store, lambda: big_store.search_messages(query, limit=200))
+    assert results
+    conditions = [
+        str(node.get(key, ""))
+        for nodes in plans
+        for node in nodes
+        for key in ("Recheck Cond", "Filter", "Index Cond")
+    ]
+    assert any("cjk_grams @>" in condition for condition in conditions), conditions
+    assert not any("hermes_cjk_grams" in condition for condition in conditions), conditions
+
+
+def test_stored_grams_are_the_gram_function_of_every_message(big_store: SessionDB) -> None:
+    with big_store.engine.connect() as connection:
+        wrong, with_grams = connection.exec_driver_sql(
+            "SELECT count(*) FILTER (WHERE cjk_grams IS DISTINCT FROM NULLIF(hermes_cjk_grams("
+            "COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, '')), "
+            "'{}'::text[])), count(cjk_grams) FROM messages"
+        ).one()
+    # CJK text: every tenth message, and those carrying the planted terms.
+    holding_cjk = {g for g in range(1, MESSAGES + 1) if g % 10 == 0 or g % 997 == 0}
+    assert (wrong, with_grams) == (0, len(holding_cjk))
