@@ -77,7 +77,7 @@ def test_a_sample_of_the_other_planes_tokenizes_as_fts5(fts5: Fts5) -> None:
     assert [words(text) for text in batch] == expected
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(texts, min_size=1, max_size=20))
 def test_random_text_tokenizes_as_fts5(fts5: Fts5, batch: list[str]) -> None:
     assert [words(text) for text in batch] == fts5.tokenize_all(batch)

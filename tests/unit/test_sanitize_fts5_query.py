@@ -224,7 +224,7 @@ def test_any_text_gives_empty_or_a_query_fts5_parses(query: str) -> None:
         _matches(_SHARED, sanitized)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(HOSTILE_QUERIES)
 def test_fts5_syntax_soup_gives_empty_or_a_query_fts5_parses(query: str) -> None:
     sanitized = sanitize_fts5_query(query)
@@ -247,7 +247,7 @@ LITERAL_QUERIES = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(LITERAL_QUERIES)
 def test_message_holding_the_query_text_is_found(query: str) -> None:
     """Whatever the punctuation, searching for a message's own text finds it."""

@@ -190,7 +190,7 @@ PLAN_FRAGMENTS = st.sampled_from(
 )
 
 
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.text() | st.lists(PLAN_FRAGMENTS, max_size=20).map("".join))
 def test_plan_search_never_raises_and_its_plans_run(query: str) -> None:
     plan = plan_search(query)
