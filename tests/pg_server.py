@@ -192,16 +192,28 @@ __all__ = ["ThrowawayServer", "find_pg_ctl", "mode", "psql_path"]
 
 @contextmanager
 def scratch_database(
-    admin_url: str, prefix: str = "hermes_s", *, drop_in_background: bool = False
+    admin_url: str,
+    prefix: str = "hermes_s",
+    *,
+    drop_in_background: bool = False,
+    wait_for_wal_flush: bool = True,
 ) -> Iterator[str]:
     """Create an empty database on ``admin_url``'s server, yield its URL, drop it afterwards
     (with ``drop_in_background``, through :func:`drop_later`: only for tests under the
-    ``pg_admin_url`` fixture, which waits for those drops)."""
+    ``pg_admin_url`` fixture, which waits for those drops).
+
+    ``wait_for_wal_flush=False`` sets the database's ``synchronous_commit`` to ``off``: a
+    commit returns before its WAL reaches the disk (a server crash could lose the last
+    ones; a client's crash loses nothing). For suites that check answers, never a server
+    crash: each of their thousands of commits then skips an fsync.
+    """
     admin = sa.make_url(admin_url)
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
     with engine.connect() as connection:
         connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        if not wait_for_wal_flush:
+            connection.exec_driver_sql(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
     try:
         yield admin.set(database=name).render_as_string(hide_password=False)
     finally:

@@ -268,6 +268,8 @@ def _word_page(
 
 FIRST_SUBSTRING_WINDOW = 8192
 """Substring search first looks among this many newest message ids (see :func:`_substring_hits`)."""
+SECOND_SUBSTRING_WINDOW = 8 * FIRST_SUBSTRING_WINDOW
+"""The next window of a search its CJK grams narrow, when the first predicts it fills the page."""
 
 
 def _substring_hits(
@@ -277,42 +279,66 @@ def _substring_hits(
 
     Hits are ordered by id, so the newest window of :data:`FIRST_SUBSTRING_WINDOW` ids is
     searched first; when it holds fewer than ``offset + limit`` hits, every older message
-    is searched for the rest. A frequent term is answered
-    from the newest rows (the indexes would hand back tens of thousands of candidates);
-    a rare one from a few windows whose candidates the indexes find. Each window's query
-    bounds the primary key, so the planner can combine it with the trigram and gram
-    indexes (a ``BitmapAnd``) or walk the key backwards, whichever reads less.
+    is searched for the rest. A frequent term is answered from the newest rows (the
+    indexes would hand back tens of thousands of candidates); a rare one from the
+    candidates the indexes find. Each query bounds the primary key, so the planner can
+    combine it with the trigram and gram indexes (a ``BitmapAnd``) or walk the key
+    backwards, whichever reads less. The planner often misjudges how many candidates
+    ``pg_trgm`` returns, and then reads every candidate's row for each window (filtering
+    the id after), so more windows of the same query would only repeat that work.
+
+    A search the CJK gram index narrows runs its bounded windows differently: their gram
+    condition and id range leave few candidates (a few hundred in the newest window at a
+    million messages), so every other term is checked on them rather than looked up in
+    ``pg_trgm`` (one lookup of a common word costs 30-50 ms there). And when the newest
+    window's hits predict that :data:`SECOND_SUBSTRING_WINDOW` more ids hold the rest of
+    the page, those are searched before everything older: ``the 记忆`` has 18 hits in the
+    newest window, and the rest of the store would check all 21,711 messages holding
+    记忆 (143 ms) to find the other two.
     """
-    condition, terms = _substring_condition(plan, params, grams_source=cjk_grams_source(db))
+    grams_source = cjk_grams_source(db)
+    condition, terms = _substring_condition(plan, params, grams_source=grams_source)
     if not terms:
         return []
     source, where = _filters(filters, params)
+    narrowed = grams_source is not None and any(
+        required_cjk_grams(term) for group in plan.groups for term in group.required
+    )
+    checked_params = dict(params)
+    checked, _ = _substring_condition(
+        plan, checked_params, grams_source=grams_source, checked_beside_grams=True
+    )
     newest = _newest_id_with_search_memory(db)
     if newest is None:
         return []
     wanted = params["offset"] + params["limit"]
+
+    def window(ceiling: int, size: int | None, bounded_form: bool) -> tuple[list[dict[str, Any]], int]:
+        floor = max(ceiling - size, 0) if size else 0
+        sql_condition, sql_params = (checked, checked_params) if bounded_form else (condition, params)
+        bounds = {"floor": floor, "ceiling": ceiling, "need": wanted - len(hits)}
+        return _substring_page(db, source, sql_condition, where, {**sql_params, **bounds}), floor
+
     hits: list[dict[str, Any]] = []
-    ceiling, window = int(newest), FIRST_SUBSTRING_WINDOW
-    while len(hits) < wanted:
-        floor = ceiling - window
-        found = _substring_page(
-            db,
-            source,
-            condition,
-            where,
-            {**params, "floor": floor, "ceiling": ceiling, "need": wanted - len(hits)},
-        )
+    found, floor = window(int(newest), FIRST_SUBSTRING_WINDOW, narrowed)
+    hits += found
+    if narrowed and floor > 0 and _next_window_fills(len(hits), wanted):
+        found, floor = window(floor, SECOND_SUBSTRING_WINDOW, True)
         hits += found
-        if floor <= 0:
-            break
-        # Then everything older at once: the planner often misjudges how many candidates
-        # pg_trgm and the gram index return, and then reads every candidate's row for each
-        # window (filtering the id after), so more windows would only repeat that work.
-        ceiling, window = floor, floor
+    if len(hits) < wanted and floor > 0:
+        found, floor = window(floor, None, False)
+        hits += found
     page = hits[params["offset"] : wanted]
     for hit in page:
         hit["snippet"] = substring_snippet(hit["snippet"], terms[0], marked=plan.kind == "trigram")
     return page
+
+
+def _next_window_fills(found: int, wanted: int) -> bool:
+    """Whether the second window, at the first window's hit rate, holds the rest of the page."""
+    return (
+        0 < found < wanted and found * (SECOND_SUBSTRING_WINDOW // FIRST_SUBSTRING_WINDOW) >= wanted - found
+    )
 
 
 def _substring_page(
@@ -338,7 +364,11 @@ are far too low; beside a longer term or a CJK gram condition they are only chec
 
 
 def _substring_condition(
-    plan: SearchPlan, params: dict[str, Any], grams_source: str | None = STORED_CJK_GRAMS
+    plan: SearchPlan,
+    params: dict[str, Any],
+    grams_source: str | None = STORED_CJK_GRAMS,
+    *,
+    checked_beside_grams: bool = False,
 ) -> tuple[str, list[str]]:
     """The conditions of a substring plan (any group: all required terms, no excluded
     one), and its required terms in order.
@@ -354,7 +384,8 @@ def _substring_condition(
     :data:`STRONG_TRIGRAM_TERM`+ characters, shorter terms are written so that no index
     serves them (the planner would otherwise intersect a bitmap of most of the table); in
     a group with a gram condition, every other term's ``ILIKE`` is, leaving only its
-    regular expression to ``pg_trgm``.
+    regular expression to ``pg_trgm`` — or nothing, with ``checked_beside_grams`` (for a
+    window of ids whose gram candidates are few: the whole term is checked on them).
     """
     if plan.kind not in ("like", "trigram"):
         return "", []
@@ -363,7 +394,7 @@ def _substring_condition(
     # the candidates other conditions found, never looked up itself.
     unindexed = f"({INDEXED_TEXT} || '')"
 
-    def test(term: str, indexed: bool = True) -> str:
+    def test(term: str, indexed: bool = True, regex_indexed: bool = True) -> str:
         if term not in names:
             names[term] = f"p{len(names)}"
             params[names[term]] = like_pattern(term)
@@ -373,11 +404,13 @@ def _substring_condition(
         text = INDEXED_TEXT if indexed else unindexed
         if not has_ascii_letter(term):
             return f"{text} LIKE :{name} ESCAPE '\\'"
-        return f"({text} ILIKE :{name} ESCAPE '\\' AND {INDEXED_TEXT} ~ :{name}r)"
+        regex_text = INDEXED_TEXT if regex_indexed else unindexed
+        return f"({text} ILIKE :{name} ESCAPE '\\' AND {regex_text} ~ :{name}r)"
 
-    def required(term: str, grams: list[str], checked_only: bool) -> str:
+    def required(term: str, grams: list[str], checked_only: bool, beside_grams: bool) -> str:
         if not grams:
-            return test(term, indexed=not checked_only)
+            whole = beside_grams and checked_beside_grams
+            return test(term, indexed=not checked_only, regex_indexed=not whole)
         gram_names = [f"g{len(params)}_{i}" for i in range(len(grams))]
         params.update(zip(gram_names, grams, strict=True))
         wanted = ", ".join(f"CAST(:{n} AS text)" for n in gram_names)
@@ -395,7 +428,12 @@ def _substring_condition(
         beside_grams = any(grams.values())
         beside_long = any(len(term) >= STRONG_TRIGRAM_TERM for term in group.required)
         conditions = [
-            required(term, grams[term], beside_grams or (beside_long and len(term) < STRONG_TRIGRAM_TERM))
+            required(
+                term,
+                grams[term],
+                beside_grams or (beside_long and len(term) < STRONG_TRIGRAM_TERM),
+                beside_grams,
+            )
             for term in group.required
         ]
         groups.append(" AND ".join(conditions + [f"NOT {test(term)}" for term in group.excluded]))

@@ -49,7 +49,7 @@ def aio_pg_url(pg_admin_url: str) -> Iterator[str]:
     """
     from pg_server import scratch_database
 
-    with scratch_database(pg_admin_url, prefix="hermes_aio") as url:
+    with scratch_database(pg_admin_url, prefix="hermes_aio", wait_for_wal_flush=False) as url:
         SessionDB(url=url).close()
         yield url
 

@@ -51,7 +51,7 @@ def pg_store_url(pg_admin_url: str) -> Iterator[str]:
     """
     from pg_server import scratch_database
 
-    with scratch_database(pg_admin_url, prefix="hermes_suite") as url:
+    with scratch_database(pg_admin_url, prefix="hermes_suite", wait_for_wal_flush=False) as url:
         SessionDB(url=url).close()
         yield url
 

@@ -12,7 +12,7 @@ import pytest
 
 from hermes_store.schema.indexed_text import INDEXED_TEXT
 from hermes_store.search.plan import plan_search
-from hermes_store.search.postgres import _substring_condition
+from hermes_store.search.postgres import _next_window_fills, _substring_condition
 
 UNINDEXED = f"({INDEXED_TEXT} || '')"
 
@@ -55,3 +55,34 @@ def _indexed(condition: str, params: dict[str, object], term: str) -> bool:
 def test_terms_an_index_serves(query: str, term: str, indexed: bool) -> None:
     condition, params = _lookups(query)
     assert _indexed(condition, params, term) is indexed, condition
+
+
+def test_bounded_windows_check_latin_terms_on_the_candidates_only() -> None:
+    params: dict[str, object] = {}
+    plan = plan_search("word 这个")
+    rest, _ = _substring_condition(plan, params)
+    checked, _ = _substring_condition(plan, dict(params), checked_beside_grams=True)
+    unindexed = f"({INDEXED_TEXT} || '')"
+    # The whole store: pg_trgm may serve the regular expression. A window: nothing but the grams.
+    assert f"{INDEXED_TEXT} ~ :p0r" in rest
+    assert f"{unindexed} ~ :p0r" in checked
+    assert f"{INDEXED_TEXT} ~" not in checked
+    assert "cjk_grams @>" in checked
+
+
+@pytest.mark.parametrize(
+    ("found", "wanted", "fills"),
+    [
+        (0, 20, False),
+        (2, 20, False),
+        (3, 20, True),
+        (5, 20, True),
+        (20, 20, False),
+        (1, 9, True),
+        (1, 10, False),
+    ],
+)
+def test_the_second_window_runs_when_the_first_windows_rate_fills_the_page(
+    found: int, wanted: int, fills: bool
+) -> None:
+    assert _next_window_fills(found, wanted) is fills
