@@ -134,10 +134,16 @@ def time_store(db: Any, seed: int, rounds: int, appends: int) -> dict[str, list[
         rounds,
         warmup=2,
     )
+    # The appends become the store's newest messages; a store kept for --reuse must not
+    # gather them run after run (they would fill the newest window every search reads first).
+    db.delete_session("bench-append")
     db.create_session("bench-append", "cli")
-    samples["append_message"] = measure(
-        lambda: db.append_message("bench-append", "user", "benchmark append " * 20), appends, warmup=5
-    )
+    try:
+        samples["append_message"] = measure(
+            lambda: db.append_message("bench-append", "user", "benchmark append " * 20), appends, warmup=5
+        )
+    finally:
+        db.delete_session("bench-append")
     return samples
 
 
