@@ -12,7 +12,7 @@ import pytest
 
 from hermes_store.schema.indexed_text import INDEXED_TEXT
 from hermes_store.search.plan import plan_search
-from hermes_store.search.postgres import _next_window_fills, _substring_condition
+from hermes_store.search.postgres import _next_window_fills, _next_word_window, _substring_condition
 
 UNINDEXED = f"({INDEXED_TEXT} || '')"
 
@@ -86,3 +86,19 @@ def test_the_second_window_runs_when_the_first_windows_rate_fills_the_page(
     found: int, wanted: int, fills: bool
 ) -> None:
     assert _next_window_fills(found, wanted) is fills
+
+
+@pytest.mark.parametrize(
+    ("covered", "found", "wanted", "slice_"),
+    [
+        (2048, 0, 20, 7 * 2048),  # nothing yet: eightfold
+        (131_072, 7, 20, 561_737 - 131_072),  # "any does" at a million: to where 30 are due
+        (2048, 10, 20, 4096),  # half way there: to where 30 are due
+        (2048, 19, 20, 2048),  # at least twofold
+        (2048, 1, 20, 7 * 2048),  # at most eightfold
+    ],
+)
+def test_the_next_word_slice_is_sized_by_the_rate_so_far(
+    covered: int, found: int, wanted: int, slice_: int
+) -> None:
+    assert _next_word_window(covered, found, wanted) == slice_

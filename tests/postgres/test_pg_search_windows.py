@@ -1,0 +1,224 @@
+"""The id windows PostgreSQL searches read, newest first (``search/postgres.py``).
+
+The windows are shrunk so a store of 400 messages holds several. Substring search narrowed
+by CJK grams: the newest 16 ids, then 128 more when the first window's hit rate predicts
+they fill the page, then the rest; the hits must be the brute-force answer (every message
+holding every term, newest first, pages in order). Word search: slices of older and older
+ids, the newest checked vector by vector, the next sized by the rate of matches so far;
+whatever slices run, a caller asking for every hit gets exactly the brute-force set.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from hermes_store import SessionDB
+from hermes_store.search import postgres as pg_search
+
+pytestmark = pytest.mark.postgres
+
+FIRST, SECOND = 16, 128
+MESSAGES = 400
+
+
+def _content(number: int) -> str:
+    # "the 记忆" is common among the newest messages and rare among the oldest; "zork"
+    # appears beside 记忆 only in three old messages.
+    words = [f"w{number % 37}", "plain"]
+    newest_sixty = number > MESSAGES - 60
+    if (newest_sixty and number % 3 == 0) or (not newest_sixty and number % 50 == 0):
+        words += ["the", "记忆"]
+    if number in (40, 41, 170):
+        words += ["zork", "记忆"]
+    if number % 7 == 0:
+        words.append("记")  # one character of the pair alone: never a hit
+    return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def store(pg_admin_url: str) -> Iterator[SessionDB]:
+    from pg_server import scratch_database
+
+    with scratch_database(pg_admin_url, "hermes_windows", wait_for_wal_flush=False) as url:
+        db = SessionDB(url=url)
+        db.create_session("s", "cli")
+        db.append_messages("s", [{"role": "user", "content": _content(n)} for n in range(1, MESSAGES + 1)])
+        yield db
+        db.close()
+
+
+@pytest.fixture
+def small_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pg_search, "FIRST_SUBSTRING_WINDOW", FIRST)
+    monkeypatch.setattr(pg_search, "SECOND_SUBSTRING_WINDOW", SECOND)
+
+
+def _expected(store: SessionDB, *terms: str) -> list[int]:
+    with store.engine.connect() as connection:
+        rows = connection.execute(sa.text("SELECT id, content FROM messages ORDER BY id DESC")).all()
+    return [row_id for row_id, content in rows if all(term in content for term in terms)]
+
+
+def _windows_read(store: SessionDB, query: str, **kwargs: Any) -> tuple[list[int], list[tuple[int, int]]]:
+    """The hit ids of ``search_messages(query)`` and the (floor, ceiling) of each window it read."""
+    windows, _checked = _windows_and_forms(store, query, **kwargs)
+    return windows
+
+
+def _windows_and_forms(
+    store: SessionDB, query: str, **kwargs: Any
+) -> tuple[tuple[list[int], list[tuple[int, int]]], list[bool]]:
+    """Like :func:`_windows_read`, and for each window whether its vectors were checked
+    one by one (the ``COALESCE`` form no index serves) rather than looked up."""
+    windows: list[tuple[int, int]] = []
+    checked: list[bool] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if "WITH hits AS" in statement or "ts_rank" in statement:
+            windows.append((parameters["floor"], parameters["ceiling"]))
+            checked.append("COALESCE(m.search_vector" in statement)
+
+    sa.event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        hits = store.search_messages(query, **kwargs)
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", record)
+    return ([hit["id"] for hit in hits], windows), checked
+
+
+def test_a_common_pair_is_found_in_the_second_window_without_reading_the_rest(
+    store: SessionDB, small_windows: None
+) -> None:
+    expected = _expected(store, "the", "记忆")
+    hits, windows = _windows_read(store, "the 记忆", limit=20)
+    assert hits == expected[:20]
+    newest = max(_expected(store, "plain"))
+    # 5 hits among the 16 newest ids predict 40 in the next 128: enough for the other 15.
+    assert windows == [(newest - FIRST, newest), (newest - FIRST - SECOND, newest - FIRST)]
+
+
+def test_a_rare_pair_goes_from_the_first_window_to_the_rest(store: SessionDB, small_windows: None) -> None:
+    hits, windows = _windows_read(store, "zork 记忆", limit=20)
+    assert hits == _expected(store, "zork", "记忆") == [170, 41, 40]
+    newest = max(_expected(store, "plain"))
+    assert windows == [(newest - FIRST, newest), (0, newest - FIRST)]
+
+
+def test_a_page_the_second_window_cannot_fill_is_completed_from_the_rest(
+    store: SessionDB, small_windows: None
+) -> None:
+    expected = _expected(store, "the", "记忆")
+    newest = max(_expected(store, "plain"))
+    first = (newest - FIRST, newest)
+    # 5 hits in the first window predict 40 more in the second: enough for a page of 38,
+    # so the second runs, and the rest of the store completes what it did not hold.
+    hits, windows = _windows_read(store, "the 记忆", limit=38)
+    assert hits == expected[:38]
+    assert windows == [first, (newest - FIRST - SECOND, newest - FIRST), (0, newest - FIRST - SECOND)]
+    # Not enough for a page of 50: straight to the rest.
+    hits, windows = _windows_read(store, "the 记忆", limit=50)
+    assert hits == expected
+    assert windows == [first, (0, newest - FIRST)]
+
+
+@pytest.mark.parametrize("query", ["the 记忆", "记忆", "记", "zork 记忆", "plain 记忆"])
+def test_pages_of_every_size_and_offset_are_the_brute_force_answer(
+    store: SessionDB, small_windows: None, query: str
+) -> None:
+    expected = _expected(store, *query.split())
+    for limit in (1, 5, 20, 50):
+        for offset in (0, 3, 17, 40):
+            hits, _ = _windows_read(store, query, limit=limit, offset=offset)
+            assert hits == expected[offset : offset + limit], (limit, offset)
+
+
+# --- word search ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_word_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pg_search, "FIRST_WORD_WINDOW", FIRST)
+    monkeypatch.setattr(pg_search, "CHECKED_WORD_WINDOW", 64)
+
+
+def _word_expected(store: SessionDB, query: str) -> set[int]:
+    """Brute force over the stored texts: every word, a phrase, a prefix, an OR."""
+    with store.engine.connect() as connection:
+        rows = connection.execute(sa.text("SELECT id, content FROM messages")).all()
+    found = set()
+    for row_id, content in rows:
+        tokens = content.split()
+        if query.startswith('"'):
+            phrase = query.strip('"').split()
+            hit = any(tokens[i : i + len(phrase)] == phrase for i in range(len(tokens)))
+        elif query.endswith("*"):
+            hit = any(token.startswith(query[:-1]) for token in tokens)
+        elif " OR " in query:
+            hit = any(word in tokens for word in query.split(" OR "))
+        else:
+            hit = all(word in tokens for word in query.split())
+        if hit:
+            found.add(row_id)
+    return found
+
+
+@pytest.mark.parametrize(
+    "query", ["plain", "zork", '"plain the"', "w1*", "w3 OR zork", "the plain", "nothing"]
+)
+@pytest.mark.parametrize("limit", [5, 20, 1000])
+def test_word_slices_are_disjoint_and_a_large_limit_gets_every_hit(
+    store: SessionDB, small_word_windows: None, query: str, limit: int
+) -> None:
+    expected = _word_expected(store, query)
+    (hits, windows), _ = _windows_and_forms(store, query, limit=limit)
+    assert len(hits) == len(set(hits)) == min(limit, len(expected))
+    assert set(hits) <= expected
+    if limit >= len(expected):
+        assert set(hits) == expected
+    newest = max(_expected(store, "plain"))
+    # Each slice starts where the last ended, the newest first; the last reaches the
+    # oldest message unless the page was full.
+    assert windows[0][1] == newest
+    assert all(older[1] == newer[0] for newer, older in itertools.pairwise(windows))
+    if len(hits) < limit:
+        assert windows[-1][0] <= 0
+
+
+def test_a_common_word_is_answered_from_the_newest_slice_checked_one_by_one(
+    store: SessionDB, small_word_windows: None
+) -> None:
+    newest = max(_expected(store, "plain"))
+    (hits, windows), checked = _windows_and_forms(store, "plain", limit=10)
+    assert hits == list(range(newest, newest - 10, -1))  # equal scores: newest first
+    assert windows == [(newest - FIRST, newest)]
+    assert checked == [True]
+
+
+def test_a_rare_word_widens_eightfold_and_is_looked_up_in_the_index(
+    store: SessionDB, small_word_windows: None
+) -> None:
+    newest = max(_expected(store, "plain"))
+    (hits, windows), checked = _windows_and_forms(store, "zork", limit=20)
+    assert sorted(hits) == [40, 41, 170]
+    assert windows == [(newest - 16, newest), (newest - 128, newest - 16), (newest - 1024, newest - 128)]
+    # Nothing in the newest slice: the query is rare, the index finds the rest.
+    assert checked == [True, False, False]
+
+
+@pytest.mark.parametrize(("query", "next_checked"), [('"plain the"', True), ("the plain", False)])
+def test_slices_after_matches_are_sized_by_their_rate(
+    store: SessionDB, small_word_windows: None, query: str, next_checked: bool
+) -> None:
+    newest = max(_expected(store, "plain"))
+    (hits, windows), checked = _windows_and_forms(store, query, limit=12)
+    assert len(hits) == 12
+    # 5 of the 16 newest ids match: 12 wanted, half as much again, at that rate: 57 ids.
+    assert windows == [(newest - 16, newest), (newest - 57, newest - 16)]
+    # A phrase's next slice is checked too (its candidates are read anyway); two words
+    # are looked up in the index.
+    assert checked == [True, next_checked]
