@@ -195,8 +195,6 @@ def _newest_id_with_search_memory(db: orm.Session) -> Any:
 FIRST_WORD_WINDOW = 2048
 """Word search first ranks the matches among this many newest message ids."""
 WINDOW_GROWTH = 8
-CHECKED_WORD_WINDOW = 65_536
-"""The widest slice of ids whose vectors a phrase search checks one by one (see :func:`_word_hits`)."""
 
 
 def _word_hits(
@@ -209,9 +207,9 @@ def _word_hits(
     :data:`FIRST_WORD_WINDOW` ids are ranked (each vector checked, no index); when they
     are fewer than ``offset + limit``, the next older slice of ids is ranked too, sized by
     the rate of matches so far (:func:`_next_word_window`), until the slices hold enough or
-    cover every message. The newest slice's vectors are checked one by one, and a phrase's
-    next ones while they are small; otherwise the GIN index finds a slice's matches and
-    the primary key bounds it (a ``BitmapAnd``). So a search reads the rows of its slices, not of every
+    cover every message. The newest slice's vectors are checked one by one; for the older
+    ones the GIN index finds the matches and the primary key bounds the slice (a
+    ``BitmapAnd``). So a search reads the rows of its slices, not of every
     match. Then only the page's rows are read, given their snippets and joined to their
     sessions. ``docs/search.md`` ("best first" on PostgreSQL) says what
     the order means; a caller asking for more hits than exist gets every one.
@@ -247,16 +245,14 @@ def _word_hits(
         """
 
     # The newest window's vectors are checked one by one (a COALESCE no index is built
-    # on): 2,048 rows cost 1-3 ms, where the planner, misled by GIN's estimates, would
+    # on): 2,048 rows cost 1-5 ms, where the planner, misled by GIN's estimates, would
     # expand a prefix through the index (``drea*``: 75,456 entries, 67 ms at a million
-    # messages) to intersect it with the window. So are a phrase's next slices, up to
-    # CHECKED_WORD_WINDOW ids, once it has matched: the index holds no positions, so its
-    # candidates are read anyway, and looking them up first intersects the words'
-    # posting lists over the whole store (``"he word"``: 50-60 ms). A computed vector (a
-    # store before revision 0012) would cost a to_tsvector per row instead: it keeps its
-    # index.
+    # messages) to intersect it with the window. Older slices are looked up in the index:
+    # checking 14,336 rows' vectors costs 27 ms, more than most lookups (measured with a
+    # phrase's slices checked up to 65,536 ids: the costliest phrase took 120-160 ms,
+    # against 92-97 ms looked up). A computed vector (a store before revision 0012) would
+    # cost a to_tsvector per row instead: it keeps its index.
     checked = ranked(f"COALESCE({vector}, ''::tsvector)" if vector == STORED_TSVECTOR else vector)
-    phrase = "<->" in str(params.get("q", ""))
     looked_up = ranked(vector)
     # Each window is the slice of ids older than the last; a row's score does not depend
     # on the other rows, so ranking the slices' best and merging them ranks their union.
@@ -264,8 +260,7 @@ def _word_hits(
     ceiling, window = int(newest), FIRST_WORD_WINDOW
     while True:
         floor = ceiling - window
-        check = ceiling == int(newest) or (phrase and bool(rows) and window <= CHECKED_WORD_WINDOW)
-        sql = checked if check else looked_up
+        sql = checked if ceiling == int(newest) else looked_up
         rows += fetch_tuples(db, sql, {**params, "floor": floor, "ceiling": ceiling, "wanted": wanted})
         if len(rows) >= wanted or floor <= 0:
             break
