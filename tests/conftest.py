@@ -219,8 +219,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for cov in reporters:
         omitted = list(cov.get_option("report:omit") or [])
         cov.set_option("report:omit", [*omitted, *POSTGRES_ONLY_MODULES])
-    config.stash[_COVERAGE_NOTE] = (
-        "no PostgreSQL on this machine: coverage gate leaves out " + ", ".join(POSTGRES_ONLY_MODULES)
+    config.stash[_COVERAGE_NOTE] = "no PostgreSQL on this machine: coverage gate leaves out " + ", ".join(
+        POSTGRES_ONLY_MODULES
     )
 
 

@@ -55,9 +55,7 @@ def find_pg_ctl() -> Path | None:
     on_path = shutil.which("pg_ctl")
     if on_path:
         return Path(on_path)
-    installed = sorted(
-        Path(_SEARCHED).glob("*/bin/pg_ctl"), key=lambda p: _version_key(p.parent.parent.name)
-    )
+    installed = sorted(Path(_SEARCHED).glob("*/bin/pg_ctl"), key=lambda p: _version_key(p.parent.parent.name))
     return installed[-1] if installed else None
 
 

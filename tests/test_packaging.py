@@ -94,9 +94,7 @@ def test_wheel_ships_typing_marker_and_the_whole_migration_history(wheel: Path) 
 def test_wheel_ships_every_subpackage_of_the_source_tree(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     source = REPO_ROOT / "hermes_store"
-    subpackages = {
-        init.parent.relative_to(REPO_ROOT).as_posix() for init in source.rglob("__init__.py")
-    }
+    subpackages = {init.parent.relative_to(REPO_ROOT).as_posix() for init in source.rglob("__init__.py")}
     missing = sorted(p for p in subpackages if f"{p}/__init__.py" not in names)
     assert not missing, f"pyproject.toml [tool.setuptools] packages lacks {missing}"
 

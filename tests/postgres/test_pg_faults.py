@@ -141,9 +141,7 @@ def test_a_backend_killed_between_writes_is_replaced_with_no_listener_set(
     admin.dispose()
 
 
-def test_connections_dropped_from_the_pool_are_replaced_without_errors(
-    store: SessionDB, pg_url: str
-) -> None:
+def test_connections_dropped_from_the_pool_are_replaced_without_errors(store: SessionDB, pg_url: str) -> None:
     store.append_message("s", "user", "first")
     assert store.search_messages("first")  # a pooled read connection now exists too
     admin = _admin(pg_url)

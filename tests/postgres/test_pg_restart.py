@@ -46,7 +46,7 @@ def _pg_ctl(base: Path) -> str:
     shutil.chown(base, SERVICE_ACCOUNT, SERVICE_ACCOUNT)
     wrapper = base / "pg_ctl"
     wrapper.write_text(
-        f'#!/bin/sh\nexec setpriv --reuid={SERVICE_ACCOUNT} --regid={SERVICE_ACCOUNT} '
+        f"#!/bin/sh\nexec setpriv --reuid={SERVICE_ACCOUNT} --regid={SERVICE_ACCOUNT} "
         f'--init-groups "{pg_ctl}" "$@"\n'
     )
     wrapper.chmod(0o755)

@@ -16,7 +16,10 @@ REPO = Path(__file__).resolve().parents[2]
 def _alembic(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "alembic", "-x", f"url={url}", *args],
-        cwd=REPO, capture_output=True, text=True, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 
@@ -45,9 +48,10 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
     assert "idx_messages_fts" not in message_indexes  # replaced by the stored vector's index
     with create_engine(pg_url).connect() as connection:
         assert connection.exec_driver_sql("SELECT version FROM schema_version").scalars().all() == [11]
-        assert connection.exec_driver_sql(
-            "SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'"
-        ).scalar() == 1
+        assert (
+            connection.exec_driver_sql("SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'").scalar()
+            == 1
+        )
     assert current_revision(pg_url) == "0015"
 
 

@@ -60,8 +60,18 @@ def test_search_kinds_on_postgresql(pg_db: SessionDB) -> None:
     assert db.search_messages("deploy*", source_filter=[]) == []
     hit = db.search_messages("docker")[0]
     assert ">>>docker<<<" in hit["snippet"]
-    assert set(hit) == {"id", "session_id", "role", "snippet", "timestamp", "tool_name", "source",
-                        "model", "session_started", "context"}
+    assert set(hit) == {
+        "id",
+        "session_id",
+        "role",
+        "snippet",
+        "timestamp",
+        "tool_name",
+        "source",
+        "model",
+        "session_started",
+        "context",
+    }
     assert [c["role"] for c in hit["context"]] == ["user", "assistant"]
     for query in ["foo:bar", "-foo", "a AND OR b", '"unterminated', "***", "NEAR(", "\x00"]:
         db.search_messages(query)

@@ -35,9 +35,7 @@ def test_prefix_is_nul_then_json_colon() -> None:
     assert CONTENT_JSON_PREFIX == "\x00json:"
 
 
-@pytest.mark.parametrize(
-    "value", [None, "", "hello", "记忆", 5, 0, 2.5, True, False, b"\x00\x01"]
-)
+@pytest.mark.parametrize("value", [None, "", "hello", "记忆", 5, 0, 2.5, True, False, b"\x00\x01"])
 def test_scalars_pass_through(value: object) -> None:
     assert encode_content(value) is value
 

@@ -21,7 +21,10 @@ def test_defaults_apply_when_nothing_is_given() -> None:
     url, kwargs = split_options(URL, {})
     assert url == URL
     assert {k: kwargs[k] for k in ("pool_size", "max_overflow", "pool_pre_ping", "pool_recycle")} == {
-        "pool_size": 5, "max_overflow": 10, "pool_pre_ping": True, "pool_recycle": 1800,
+        "pool_size": 5,
+        "max_overflow": 10,
+        "pool_pre_ping": True,
+        "pool_recycle": 1800,
     }
     assert kwargs["connect_args"]["options"] == "-c statement_timeout=60s -c lock_timeout=10s"
     assert set(DEFAULTS) >= {"statement_timeout", "lock_timeout"}
@@ -29,8 +32,9 @@ def test_defaults_apply_when_nothing_is_given() -> None:
 
 def test_url_query_is_read_and_removed_and_keywords_win() -> None:
     url, kwargs = split_options(
-        URL.update_query_dict({"pool_size": "20", "pool_pre_ping": "off", "lock_timeout": "2s",
-                               "sslmode": "require"}),
+        URL.update_query_dict(
+            {"pool_size": "20", "pool_pre_ping": "off", "lock_timeout": "2s", "sslmode": "require"}
+        ),
         {"lock_timeout": 500, "echo": True, "connect_args": {"options": "-c search_path=app"}},
     )
     assert dict(url.query) == {"sslmode": "require"}  # libpq's own options stay in the URL
@@ -43,8 +47,12 @@ def test_url_query_is_read_and_removed_and_keywords_win() -> None:
 def test_network_defaults_go_to_libpq_and_the_url_and_keywords_override_them() -> None:
     _, kwargs = split_options(URL, {})
     assert {name: kwargs["connect_args"][name] for name in NETWORK_DEFAULTS} == {
-        "connect_timeout": 5, "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2,
-        "keepalives_count": 3, "tcp_user_timeout": 10000,
+        "connect_timeout": 5,
+        "keepalives": 1,
+        "keepalives_idle": 5,
+        "keepalives_interval": 2,
+        "keepalives_count": 3,
+        "tcp_user_timeout": 10000,
     }
     url, kwargs = split_options(
         URL.update_query_dict({"connect_timeout": "3", "keepalives_idle": "30"}),
