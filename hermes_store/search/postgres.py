@@ -233,13 +233,16 @@ def _word_hits(
     if newest is None:
         return []
 
-    def ranked(matched: str) -> str:
+    def ranked(matched: str, newest_slice: bool) -> str:
         # The tsquery is written out where it is used (not read from a CTE) so the planner
-        # folds it to a constant and estimates its matches from the GIN statistics.
+        # folds it to a constant and estimates its matches from the GIN statistics. The
+        # newest slice needs no upper bound (nothing is newer); one would make the key look
+        # selective, and the planner would walk it rather than use a computed vector's index.
+        below = "" if newest_slice else "AND m.id <= :ceiling"
         return f"""
             SELECT m.id, ts_rank({vector}, {query}) AS score
             FROM {source}
-            WHERE {matched} @@ {query} AND m.id > :floor AND m.id <= :ceiling {where}
+            WHERE {matched} @@ {query} AND m.id > :floor {below} {where}
             ORDER BY score DESC, m.id DESC
             LIMIT :wanted
         """
@@ -252,8 +255,8 @@ def _word_hits(
     # phrase's slices checked up to 65,536 ids: the costliest phrase took 120-160 ms,
     # against 92-97 ms looked up). A computed vector (a store before revision 0012) would
     # cost a to_tsvector per row instead: it keeps its index.
-    checked = ranked(f"COALESCE({vector}, ''::tsvector)" if vector == STORED_TSVECTOR else vector)
-    looked_up = ranked(vector)
+    checked = ranked(f"COALESCE({vector}, ''::tsvector)" if vector == STORED_TSVECTOR else vector, True)
+    looked_up = ranked(vector, False)
     # Each window is the slice of ids older than the last; a row's score does not depend
     # on the other rows, so ranking the slices' best and merging them ranks their union.
     rows: list[tuple[Any, ...]] = []
