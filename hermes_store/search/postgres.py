@@ -260,14 +260,14 @@ def _word_hits(
     # Each window is the slice of ids older than the last; a row's score does not depend
     # on the other rows, so ranking the slices' best and merging them ranks their union.
     rows: list[tuple[Any, ...]] = []
-    ceiling, window = int(newest), FIRST_WORD_WINDOW
+    sql, ceiling, window = checked, int(newest), FIRST_WORD_WINDOW
     while True:
         floor = ceiling - window
-        sql = checked if ceiling == int(newest) else looked_up
         rows += fetch_tuples(db, sql, {**params, "floor": floor, "ceiling": ceiling, "wanted": wanted})
         if len(rows) >= wanted or floor <= 0:
             break
-        ceiling, window = floor, _next_word_window(int(newest) - floor, len(rows), wanted)
+        sql, ceiling = looked_up, floor
+        window = _next_word_window(int(newest) - floor, len(rows), wanted)
     rows.sort(key=lambda row: (-float(row[1]), -int(row[0])))
     page = rows[offset : offset + limit]
     if not page:
@@ -340,10 +340,13 @@ def _substring_hits(
     narrowed = grams_source is not None and any(
         required_cjk_grams(term) for group in plan.groups for term in group.required
     )
-    checked_params = dict(params)
-    checked, _ = _substring_condition(
-        plan, checked_params, grams_source=grams_source, checked_beside_grams=True
-    )
+    # The bounded windows' form of a narrowed search (the others use ``condition`` only).
+    checked, checked_params = condition, params
+    if narrowed:
+        checked_params = dict(params)
+        checked, _ = _substring_condition(
+            plan, checked_params, grams_source=grams_source, checked_beside_grams=True
+        )
     newest = _newest_id_with_search_memory(db)
     if newest is None:
         return []
