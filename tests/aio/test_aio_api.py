@@ -322,3 +322,53 @@ def test_without_the_async_extra_the_import_error_says_what_to_install() -> None
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "pip install 'hermes-store[async]'" in result.stderr
+
+
+def test_every_kind_of_read_answers_as_the_sync_store_does(store_url: str) -> None:
+    """The async store's reads give the sync store's answers on the same rows, on both
+    backends: searches of every kind, listings, transcripts, lineage and exports. (On
+    PostgreSQL the behavioural suite runs its read-only modules through the sync API only.)"""
+    sync_db = SessionDB(url=store_url) if "://" in store_url else SessionDB(store_url)
+    try:
+        sync_db.create_session("root", "cli", model="m1")
+        sync_db.append_message("root", "user", "How do I fix the docker build? 服务器记忆")
+        sync_db.append_message("root", "assistant", "Rebuild the docker image with --no-cache")
+        sync_db.end_session("root", "compression")
+        sync_db.create_session("tip", "telegram", parent_session_id="root")
+        sync_db.append_messages(
+            "tip",
+            [
+                {"role": "user", "content": "kubernetes pods keep restarting"},
+                {"role": "tool", "content": "CrashLoopBackOff", "tool_name": "terminal"},
+            ],
+        )
+        sync_db.set_session_title("tip", "Pods")
+        queries = ["docker", '"docker image"', "kube*", "记忆", "docker 服务器", "terminal"]
+        reads: list[tuple[str, tuple[object, ...], dict[str, object]]] = [
+            *[("search_messages", (q,), {}) for q in queries],
+            ("search_messages", ("docker",), {"source_filter": ["cli"], "role_filter": ["user"]}),
+            ("list_sessions_rich", (), {}),
+            ("list_sessions_rich", (), {"source": "telegram", "offset": 0, "limit": 5}),
+            ("search_sessions", (), {}),
+            ("get_messages_as_conversation", ("tip",), {}),
+            ("get_messages", ("root",), {}),
+            ("get_compression_tip", ("root",), {}),
+            ("resolve_resume_session_id", ("root",), {}),
+            ("get_session_by_title", ("Pods",), {}),
+            ("get_descendants", ("root",), {}),
+            ("export_session", ("tip",), {}),
+            ("session_count", (), {}),
+            ("message_count", (), {}),
+        ]
+        expected = [getattr(sync_db, name)(*args, **kwargs) for name, args, kwargs in reads]
+    finally:
+        sync_db.close()
+
+    async def read_all() -> list[object]:
+        async with AsyncSessionDB(store_url) as db:
+            return [await getattr(db, name)(*args, **kwargs) for name, args, kwargs in reads]
+
+    answers = asyncio.run(read_all())
+    for (name, args, kwargs), want, got in zip(reads, expected, answers, strict=True):
+        assert got == want, (name, args, kwargs)
+    assert all(expected[: len(queries)]), "every search should find something"

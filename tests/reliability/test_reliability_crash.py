@@ -45,7 +45,7 @@ def test_sigkilled_writers_lose_nothing_acknowledged(
 def test_sigkilled_legacy_upgrade_is_all_or_nothing(
     tmp_path: Path, reliability_figures: dict[str, Any]
 ) -> None:
-    result = run_migration_kills(tmp_path, kills=UPGRADE_KILLS, sessions=1000, per_session=40, seed=11)
+    result = run_migration_kills(tmp_path, kills=UPGRADE_KILLS, sessions=500, per_session=24, seed=11)
     reliability_figures["upgrade_kills"] = result.figures()
     assert result.kills == UPGRADE_KILLS
     assert result.kills_before_commit > 0, "no kill landed before the upgrade committed"
