@@ -85,7 +85,9 @@ def _quick(seed: int, cache_dir: Path) -> RunConfig:
         append_rounds=2,
         append_sessions=5,
         append_messages_per_session=20,
-        contention_writers=(4, 8),
+        # Two writer counts, as in a full run, but fewer processes: each costs the smoke
+        # test a Python start and imports (about 0.5 s of CPU).
+        contention_writers=(2, 4),
         contention_messages=10,
         contention_rounds=1,
         cold_rounds=1,

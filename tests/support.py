@@ -77,6 +77,25 @@ def run_alembic(
     return result
 
 
+def migrate_to(url: str | os.PathLike[str], revision: str, verb: str = "upgrade") -> None:
+    """Arrange a test's starting point: bring ``url`` (a URL or a SQLite path) to
+    ``revision`` in this process, with :mod:`hermes_store.schema.migrate` (Alembic's own
+    commands on the shipped scripts, as the CLI runs them).
+
+    Only for building the database a test starts from or compares with: the step a test
+    is about runs the real ``alembic`` command (:func:`run_alembic`). A subprocess costs
+    0.6-1 s of CPU to start Python and import SQLAlchemy and Alembic; the suite's
+    arrangements made about forty of them.
+    """
+    from hermes_store.schema import migrate
+
+    target = sqlite_url(url)
+    if verb == "upgrade":
+        migrate.upgrade(target, revision)
+    else:
+        migrate.downgrade(target, revision)
+
+
 # upstream-behaviour §8.1: the sanitiser's example table, as upstream's outputs. Shared by
 # the unit tests of the function and the SessionDB behavioural tests of its static method.
 UPSTREAM_SANITIZER_ROWS = [

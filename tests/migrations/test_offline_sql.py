@@ -17,7 +17,7 @@ import pg_server
 import pytest
 import sqlalchemy as sa
 from pg_server import scratch_database
-from support import run_alembic
+from support import migrate_to, run_alembic
 
 SQLITE3 = shutil.which("sqlite3")
 needs_sqlite3 = pytest.mark.skipif(SQLITE3 is None, reason="the sqlite3 command-line shell is not installed")
@@ -71,10 +71,10 @@ def test_sqlite_offline_sql_between_two_revisions_matches_online(
     tmp_path: Path, start: str, verb: str, span: str, end: str
 ) -> None:
     online = tmp_path / "online.db"
-    run_alembic(online, "upgrade", start)
+    migrate_to(online, start)
     run_alembic(online, verb, end)
     offline = tmp_path / "offline.db"
-    run_alembic(offline, "upgrade", start)
+    migrate_to(offline, start)
     run_sqlite_script(offline, offline_sql(str(offline), verb, span))
     assert sqlite_schema(offline) == sqlite_schema(online)
 
@@ -130,6 +130,6 @@ def test_postgresql_offline_upgrade_from_empty_runs_and_matches_online(
 
 def test_postgresql_offline_sql_between_two_revisions_matches_online(pg_url: str, second_pg_url: str) -> None:
     run_alembic(pg_url, "upgrade", "head")
-    run_alembic(second_pg_url, "upgrade", "0005")
+    migrate_to(second_pg_url, "0005")
     run_psql(second_pg_url, offline_sql(second_pg_url, "upgrade", "0005:head"))
     assert pg_schema(second_pg_url) == pg_schema(pg_url)

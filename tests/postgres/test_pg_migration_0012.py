@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from pg_catalog import catalog, run_psql
+from support import migrate_to
 
 from hermes_store import SessionDB, create_engine
 
@@ -42,8 +43,7 @@ def _alembic(url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _at_0011_with_rows(url: str) -> None:
-    result = _alembic(url, "upgrade", "0011")
-    assert result.returncode == 0, result.stderr
+    migrate_to(url, "0011")
     engine = create_engine(url)
     with engine.begin() as connection:
         for statement in ROWS:
@@ -193,8 +193,7 @@ def test_a_database_the_first_0012_built_ends_at_the_same_head_schema(
     result = _alembic(pg_url, "upgrade", "head")
     assert result.returncode == 0, result.stderr
     _at_0011_with_rows(second_pg_url)
-    result = _alembic(second_pg_url, "upgrade", "head")
-    assert result.returncode == 0, result.stderr
+    migrate_to(second_pg_url, "head")  # the reference: a clean upgrade
     assert catalog(pg_url) == catalog(second_pg_url)
     db = SessionDB(url=pg_url)
     try:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from pg_catalog import MIGRATOR, alembic, alembic_command, catalog, engine_for, scalar, wait_for
-from support import REPO_ROOT
+from support import REPO_ROOT, migrate_to
 
 from hermes_store import SessionDB
 from hermes_store.schema.migration_ops import BATCH_ROWS, PROGRESS_TABLE
@@ -38,8 +38,7 @@ FILL = (
 
 
 def _at_0013(url: str) -> None:
-    result = alembic(url, "upgrade", "0013")
-    assert result.returncode == 0, result.stderr
+    migrate_to(url, "0013")
     engine = engine_for(url)
     with engine.begin() as connection:
         for statement in FILL:
@@ -99,7 +98,7 @@ def test_downgrade_restores_0013s_vectors_and_a_second_upgrade_redoes_the_rewrit
     _at_0013(pg_url)
     at_0013 = catalog(pg_url)
     before = scalar(pg_url, "SELECT string_agg(search_vector::text, '|' ORDER BY id) FROM messages")
-    assert alembic(pg_url, "upgrade", "head").returncode == 0
+    migrate_to(pg_url, "head")
     result = alembic(pg_url, "downgrade", "0013")
     assert result.returncode == 0, result.stderr
     assert scalar(pg_url, "SELECT string_agg(search_vector::text, '|' ORDER BY id) FROM messages") == before

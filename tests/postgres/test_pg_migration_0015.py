@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from pg_catalog import MIGRATOR, alembic, alembic_command, catalog, engine_for, scalar, wait_for
-from support import REPO_ROOT
+from support import REPO_ROOT, migrate_to
 
 from hermes_store import SessionDB
 from hermes_store.schema.migration_ops import BATCH_ROWS
@@ -44,8 +44,7 @@ ROWS_DIGEST = "SELECT md5(string_agg(content || coalesce(tool_name, ''), '|' ORD
 
 
 def _at_0014(url: str) -> None:
-    result = alembic(url, "upgrade", "0014")
-    assert result.returncode == 0, result.stderr
+    migrate_to(url, "0014")
     engine = engine_for(url)
     with engine.begin() as connection:
         for statement in FILL:
@@ -106,7 +105,7 @@ def test_downgrade_restores_0014s_schema_and_a_second_upgrade_refills(pg_url: st
     _at_0014(pg_url)
     at_0014 = catalog(pg_url)
     rows = scalar(pg_url, ROWS_DIGEST)
-    assert alembic(pg_url, "upgrade", "head").returncode == 0
+    migrate_to(pg_url, "head")
     result = alembic(pg_url, "downgrade", "0014")
     assert result.returncode == 0, result.stderr
     assert catalog(pg_url) == at_0014

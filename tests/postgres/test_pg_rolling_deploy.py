@@ -24,8 +24,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from pg_catalog import alembic
-from support import REPO_ROOT
+from support import REPO_ROOT, migrate_to
 
 from hermes_store import SessionDB
 
@@ -115,7 +114,7 @@ def previous_release_python() -> Path:
 def test_the_previous_release_works_on_a_database_at_head(
     pg_url: str, previous_release_python: Path, tmp_path: Path
 ) -> None:
-    alembic(pg_url, "upgrade", "head")
+    migrate_to(pg_url, "head")
     current = SessionDB(url=pg_url)
     current.create_session("new-release", "cli")
     current.append_message("new-release", "user", "written by this release about kubernetes")

@@ -85,7 +85,7 @@ def test_step_down_and_up_keeps_rows_and_schema_version(pg_url: str) -> None:
 
 
 def test_alembic_check_reports_no_drift_on_postgresql(pg_url: str) -> None:
-    assert _alembic(pg_url, "upgrade", "head").returncode == 0
+    upgrade(pg_url)
     result = _alembic(pg_url, "check")
     assert result.returncode == 0, result.stderr
     assert "No new upgrade operations detected" in result.stdout + result.stderr

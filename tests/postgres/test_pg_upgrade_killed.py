@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from pg_catalog import MIGRATOR, alembic, alembic_command, catalog, engine_for, scalar, wait_for
-from support import REPO_ROOT
+from support import REPO_ROOT, migrate_to
 
 from hermes_store.schema.migration_ops import BATCH_ROWS
 
@@ -63,16 +63,16 @@ def templates(pg_admin_url: str) -> Iterator[dict[str, str]]:
     }
     try:
         _admin_execute(pg_admin_url, f'CREATE DATABASE "{names["0010"]}"')
-        alembic(urls["0010"], "upgrade", "0010")
+        migrate_to(urls["0010"], "0010")
         engine = engine_for(urls["0010"])
         with engine.begin() as connection:
             for statement in FILL:
                 connection.exec_driver_sql(statement)
         engine.dispose()
         _admin_execute(pg_admin_url, f'CREATE DATABASE "{names["0011"]}" TEMPLATE "{names["0010"]}"')
-        alembic(urls["0011"], "upgrade", "0011")
+        migrate_to(urls["0011"], "0011")
         _admin_execute(pg_admin_url, f'CREATE DATABASE "{names["clean"]}" TEMPLATE "{names["0011"]}"')
-        alembic(urls["clean"], "upgrade", "head")
+        migrate_to(urls["clean"], "head")
         yield urls
     finally:
         for name in names.values():
