@@ -71,6 +71,17 @@ def raise_for_caller(exc: sa_exc.StatementError) -> NoReturn:
     raise exc
 
 
+def _restore_pooled_driver(driver: Any) -> None:
+    """Undo what ``_conn`` set on a driver connection before it returns to the pool: the
+    pool may be a caller's (``SessionDB(engine=…)``), whose next user would otherwise get
+    ``sqlite3.Row`` rows or, on a server, an autocommit connection where it expects
+    transactions."""
+    if isinstance(driver, sqlite3.Connection):
+        driver.row_factory = None
+    elif getattr(driver, "autocommit", False):
+        driver.autocommit = False
+
+
 def _forget_raw_connection(db: SessionDB) -> list[object]:
     """In a forked child: drop the parent's ``_conn`` connection (see uow.fork_safety)."""
     inherited, db._raw = db._raw, None
@@ -707,6 +718,7 @@ class SessionDB:
             return
         with self._uow._lock:
             if self._raw is not None:
+                _restore_pooled_driver(self._raw.driver_connection)
                 self._raw.close()
                 self._raw = None
         self._uow.close()

@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from async_proxy import BlockingAsyncSessionDB
 from sqlalchemy import make_url as sa_make_url
+from sqlalchemy.engine import Engine
 from support import pg_store_emptier
 
-from hermes_store import SessionDB
+from hermes_store import SessionDB, create_engine
 
 
 @pytest.fixture(scope="session")
@@ -61,6 +62,27 @@ def pg_emptier(pg_store_url: str) -> Iterator[Callable[[], None]]:
     """Empties the worker's PostgreSQL store (one connection for the whole run)."""
     with pg_store_emptier(pg_store_url) as empty:
         yield empty
+
+
+@pytest.fixture(scope="session")
+def pg_shared_engine(pg_store_url: str) -> Iterator[Engine]:
+    """One engine for the worker's sync PostgreSQL stores (``SessionDB(engine=…)``).
+
+    A store that opens its URL builds an engine and two new server sessions, about 24 ms
+    of a PostgreSQL test's 30 (most of it the server starting backends and warming their
+    caches); an injected engine keeps its pool across stores, as a service's does. The
+    modules that attach listeners or instrumentation to ``db.engine``
+    (:data:`OWN_ENGINE_MODULES`) still open the URL, and so do the tests under
+    ``tests/postgres``.
+    """
+    engine = create_engine(pg_store_url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+OWN_ENGINE_MODULES = {"test_observability.py", "test_tracing_and_errors.py"}
 
 
 PSYCOPG_INTEGRITY = "the driver's IntegrityError is psycopg's, not sqlite3's"
@@ -148,7 +170,10 @@ def db(request: pytest.FixtureRequest, backend: str, api: str, tmp_path: Path) -
     """A brand-new store (a SQLite file in ``tmp_path``, or emptied PostgreSQL tables)."""
     if backend == "postgresql":
         request.getfixturevalue("pg_emptier")()
-        store = open_store(api, request.getfixturevalue("pg_store_url"))
+        if api == "sync" and request.path.name not in OWN_ENGINE_MODULES:
+            store = SessionDB(engine=request.getfixturevalue("pg_shared_engine"))
+        else:
+            store = open_store(api, request.getfixturevalue("pg_store_url"))
     else:
         image = request.getfixturevalue("fresh_db_image")
         path = tmp_path / "state.db"

@@ -116,3 +116,41 @@ def test_waiting_out_a_locked_file_on_open_keeps_the_callers_pool(db_path: Path)
     db.close()
     assert engine.pool is pool
     engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_raw_connection_goes_back_to_the_callers_pool_as_it_came(
+    backend: str, db_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """``_conn`` (upstream's raw connection) is made autocommit and, on SQLite, given
+    ``sqlite3.Row`` rows; closing the store undoes both before the connection returns to
+    the caller's pool, so the next user of that pool — another store's writes — gets a
+    connection whose transactions roll back."""
+    url = request.getfixturevalue("pg_url") if backend == "postgresql" else f"sqlite:///{db_path}"
+    engine = sa.create_engine(url)
+    try:
+        first = SessionDB(engine=engine)
+        raw = first._conn
+        assert raw is not None
+        raw.execute("INSERT INTO state_meta(key, value) VALUES ('raw', 'autocommitted')")
+        first.close()
+        driver: Any = raw  # the driver connection, back in the caller's pool
+        if backend == "postgresql":
+            assert driver.autocommit is False
+        else:
+            assert driver.row_factory is None
+        second = SessionDB(engine=engine)
+        try:
+
+            def half(conn: Any) -> None:
+                conn.execute("INSERT INTO state_meta(key, value) VALUES ('half', 'written')")
+                raise ValueError("boom")
+
+            with pytest.raises(ValueError, match="boom"):
+                second._execute_write(half)
+            assert second.get_meta("half") is None
+            assert second.get_meta("raw") == "autocommitted"
+        finally:
+            second.close()
+    finally:
+        engine.dispose()
