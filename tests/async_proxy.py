@@ -22,6 +22,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import URL, Engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from hermes_store import SessionDB
 from hermes_store.aio import AsyncSessionDB
@@ -54,13 +55,26 @@ class LoopThread:
 class BlockingAsyncSessionDB:
     """Looks like a ``SessionDB``; every call is an ``AsyncSessionDB`` coroutine awaited."""
 
-    def __init__(self, target: str | os.PathLike[str] | URL | None = None) -> None:
-        self._runner = LoopThread()
-        self.async_db: AsyncSessionDB = self._runner.run(self._open(target))
+    def __init__(
+        self,
+        target: str | os.PathLike[str] | URL | None = None,
+        *,
+        runner: LoopThread | None = None,
+        engine: AsyncEngine | None = None,
+    ) -> None:
+        # A runner passed in is the caller's loop (it outlives this store), and so is an
+        # engine: its pooled connections belong to that loop.
+        self._owns_runner = runner is None
+        self._runner = runner or LoopThread()
+        self.async_db: AsyncSessionDB = self._runner.run(self._open(target, engine))
         self._companion: SessionDB | None = None
 
     @staticmethod
-    async def _open(target: str | os.PathLike[str] | URL | None) -> AsyncSessionDB:
+    async def _open(
+        target: str | os.PathLike[str] | URL | None, engine: AsyncEngine | None
+    ) -> AsyncSessionDB:
+        if engine is not None:
+            return await AsyncSessionDB(engine=engine).open()
         return await AsyncSessionDB(target).open()
 
     def __getattr__(self, name: str) -> Any:
@@ -98,4 +112,5 @@ class BlockingAsyncSessionDB:
         self._runner.run(self.async_db.close())
         if self._companion is not None:
             self._companion.close()
-        self._runner.stop()
+        if self._owns_runner:
+            self._runner.stop()

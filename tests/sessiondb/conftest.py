@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from async_proxy import BlockingAsyncSessionDB
+from async_proxy import BlockingAsyncSessionDB, LoopThread
 from sqlalchemy import make_url as sa_make_url
 from sqlalchemy.engine import Engine
+from sqlalchemy.ext.asyncio import AsyncEngine
 from support import pg_store_emptier
 
 from hermes_store import SessionDB, create_engine
@@ -80,6 +81,21 @@ def pg_shared_engine(pg_store_url: str) -> Iterator[Engine]:
         yield engine
     finally:
         engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def pg_shared_async(pg_store_url: str) -> Iterator[tuple[LoopThread, AsyncEngine]]:
+    """The same for the async PostgreSQL stores: one event loop thread and one
+    ``AsyncEngine`` on it (an asyncio connection belongs to the loop that opened it)."""
+    from hermes_store.aio import create_async_engine
+
+    runner = LoopThread()
+    engine = create_async_engine(pg_store_url)
+    try:
+        yield runner, engine
+    finally:
+        runner.run(engine.dispose())
+        runner.stop()
 
 
 OWN_ENGINE_MODULES = {"test_observability.py", "test_tracing_and_errors.py"}
@@ -170,10 +186,13 @@ def db(request: pytest.FixtureRequest, backend: str, api: str, tmp_path: Path) -
     """A brand-new store (a SQLite file in ``tmp_path``, or emptied PostgreSQL tables)."""
     if backend == "postgresql":
         request.getfixturevalue("pg_emptier")()
-        if api == "sync" and request.path.name not in OWN_ENGINE_MODULES:
+        if request.path.name in OWN_ENGINE_MODULES:
+            store = open_store(api, request.getfixturevalue("pg_store_url"))
+        elif api == "sync":
             store = SessionDB(engine=request.getfixturevalue("pg_shared_engine"))
         else:
-            store = open_store(api, request.getfixturevalue("pg_store_url"))
+            runner, engine = request.getfixturevalue("pg_shared_async")
+            store = BlockingAsyncSessionDB(runner=runner, engine=engine)  # type: ignore[assignment]
     else:
         image = request.getfixturevalue("fresh_db_image")
         path = tmp_path / "state.db"
