@@ -89,8 +89,12 @@ def pg_shared_async(pg_store_url: str) -> Iterator[tuple[LoopThread, AsyncEngine
     ``AsyncEngine`` on it (an asyncio connection belongs to the loop that opened it)."""
     from hermes_store.aio import create_async_engine
 
+    url = pg_store_url
+    driver = os.environ.get("HERMES_TEST_ASYNC_PG_DRIVER")  # as open_store honours it
+    if driver:
+        url = sa_make_url(url).set(drivername=f"postgresql+{driver}").render_as_string(False)
     runner = LoopThread()
-    engine = create_async_engine(pg_store_url)
+    engine = create_async_engine(url)
     try:
         yield runner, engine
     finally:
