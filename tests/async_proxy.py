@@ -73,9 +73,7 @@ class BlockingAsyncSessionDB:
     async def _open(
         target: str | os.PathLike[str] | URL | None, engine: AsyncEngine | None
     ) -> AsyncSessionDB:
-        if engine is not None:
-            return await AsyncSessionDB(engine=engine).open()
-        return await AsyncSessionDB(target).open()
+        return await AsyncSessionDB(target, engine=engine).open()
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self.async_db, name)

@@ -77,7 +77,7 @@ def run_alembic(
     return result
 
 
-def migrate_to(url: str | os.PathLike[str], revision: str, verb: str = "upgrade") -> None:
+def migrate_to(url: str | os.PathLike[str], revision: str) -> None:
     """Arrange a test's starting point: bring ``url`` (a URL or a SQLite path) to
     ``revision`` in this process, with :mod:`hermes_store.schema.migrate` (Alembic's own
     commands on the shipped scripts, as the CLI runs them).
@@ -89,11 +89,7 @@ def migrate_to(url: str | os.PathLike[str], revision: str, verb: str = "upgrade"
     """
     from hermes_store.schema import migrate
 
-    target = sqlite_url(url)
-    if verb == "upgrade":
-        migrate.upgrade(target, revision)
-    else:
-        migrate.downgrade(target, revision)
+    migrate.upgrade(sqlite_url(url), revision)
 
 
 # upstream-behaviour §8.1: the sanitiser's example table, as upstream's outputs. Shared by

@@ -89,12 +89,8 @@ def pg_shared_async(pg_store_url: str) -> Iterator[tuple[LoopThread, AsyncEngine
     ``AsyncEngine`` on it (an asyncio connection belongs to the loop that opened it)."""
     from hermes_store.aio import create_async_engine
 
-    url = pg_store_url
-    driver = os.environ.get("HERMES_TEST_ASYNC_PG_DRIVER")  # as open_store honours it
-    if driver:
-        url = sa_make_url(url).set(drivername=f"postgresql+{driver}").render_as_string(False)
     runner = LoopThread()
-    engine = create_async_engine(url)
+    engine = create_async_engine(async_test_url(pg_store_url))
     try:
         yield runner, engine
     finally:
@@ -175,12 +171,20 @@ def api(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+def async_test_url(url: str) -> str:
+    """``url`` on the async PostgreSQL driver the run asks for
+    (``HERMES_TEST_ASYNC_PG_DRIVER``, e.g. asyncpg; default: the store's psycopg_async)."""
+    driver = os.environ.get("HERMES_TEST_ASYNC_PG_DRIVER")
+    if driver and url.startswith("postgresql"):
+        return sa_make_url(url).set(drivername=f"postgresql+{driver}").render_as_string(False)
+    return url
+
+
 def open_store(api: str, target: str | Path) -> SessionDB:
     """A ``SessionDB``, or an ``AsyncSessionDB`` that looks like one (see ``async_proxy``)."""
     if api == "async":
-        driver = os.environ.get("HERMES_TEST_ASYNC_PG_DRIVER")  # e.g. asyncpg; default psycopg_async
-        if driver and isinstance(target, str) and target.startswith("postgresql"):
-            target = sa_make_url(target).set(drivername=f"postgresql+{driver}").render_as_string(False)
+        if isinstance(target, str):
+            target = async_test_url(target)
         return BlockingAsyncSessionDB(target)  # type: ignore[return-value]
     return SessionDB(target)
 
