@@ -37,6 +37,10 @@ CONTENT_JSON_PREFIX = "\x00json:"
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 """Marks message content that was JSON-encoded because it was not a plain scalar."""
 
+_UTF8_JSON = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(value, ensure_ascii=False)``, made once: ``json.dumps`` with any argument
+besides the defaults builds a new encoder per call, half the cost of encoding a tool call."""
+
 MULTIMODAL_PLACEHOLDER = "[multimodal content]"
 """Search-context text for list content that has no text parts at all."""
 
@@ -57,7 +61,7 @@ def encode_content(value: object) -> object:
     """
     if isinstance(value, str):
         if value.startswith(CONTENT_JSON_PREFIX):
-            return CONTENT_JSON_PREFIX + json.dumps(value, ensure_ascii=False)
+            return CONTENT_JSON_PREFIX + _UTF8_JSON.encode(value)
         return value
     if isinstance(value, float) and math.isnan(value):
         raise ValueError("message content cannot be NaN: SQLite would store it as NULL")
@@ -66,7 +70,7 @@ def encode_content(value: object) -> object:
     if value is None or isinstance(value, int | float | bytes):
         return value
     try:
-        return CONTENT_JSON_PREFIX + json.dumps(value, ensure_ascii=False)
+        return CONTENT_JSON_PREFIX + _UTF8_JSON.encode(value)
     except RecursionError as exc:
         raise ValueError("message content is nested too deeply to store as JSON") from exc
     except (TypeError, ValueError):
@@ -104,7 +108,7 @@ def encode_json(value: object) -> str | None:
     if not value:
         return None
     try:
-        return json.dumps(value, ensure_ascii=False)
+        return _UTF8_JSON.encode(value)
     except RecursionError as exc:
         raise ValueError("value is nested too deeply to store as JSON") from exc
 

@@ -78,9 +78,11 @@ class WriteQueue:
 
     def __init__(self) -> None:
         self._writes: deque[QueuedWrite[Any]] = deque()
-        mutex = threading.Lock()
-        self._changed = threading.Condition(mutex)  # followers: a group ended
-        self._grown = threading.Condition(mutex)  # the leader: a write arrived
+        # Both conditions share one lock; the paths that never wait take it directly
+        # (``with self._mutex``: the C lock, without the Condition's Python-level enter/exit).
+        self._mutex = threading.Lock()
+        self._changed = threading.Condition(self._mutex)  # followers: a group ended
+        self._grown = threading.Condition(self._mutex)  # the leader: a write arrived
 
     def __len__(self) -> int:
         return len(self._writes)
@@ -88,7 +90,7 @@ class WriteQueue:
     def wait_for_turn(self, writes: list[QueuedWrite[Any]]) -> bool:
         """Queue ``writes`` (one caller's, in order) and sleep until all are done
         (``False``) or one of them leads (``True``)."""
-        with self._changed:
+        with self._mutex:
             alone = not self._writes
             self._writes.extend(writes)
             if alone:
@@ -119,12 +121,18 @@ class WriteQueue:
 
     def pending(self) -> list[QueuedWrite[Any]]:
         """Every queued write not yet done, oldest first (the leader's next group)."""
-        with self._changed:
+        writes = self._writes
+        if len(writes) == 1:
+            # Only the leader's own write: no lock needed, as other writers only ever add
+            # to the queue (one that does so now joins the next group).
+            only = writes[0]
+            return [] if only.done else [only]
+        with self._mutex:
             return [write for write in self._writes if not write.done]
 
     def release(self) -> None:
         """Drop the writes that are done and wake their callers (and the next leader)."""
-        with self._changed:
+        with self._mutex:
             queue = self._writes
             if len(queue) == 1 and queue[0].done:
                 # The lone writer's own write: nobody else is queued, so nobody waits.

@@ -181,7 +181,7 @@ class UnitOfWork:
         retry pause join the next attempt. The pause between attempts is taken holding the
         lock: the other writers of this process would only meet the same lock in SQLite.
         """
-        while not all(write.done for write in own):
+        while not _all_done(own):
             if joins and gathers:
                 self._gather()
             group = self._queue.pending() if joins else [w for w in own if not w.done][:1]
@@ -191,7 +191,7 @@ class UnitOfWork:
                 # The rhythm of writers that come back one by one (threads), not of batches.
                 self._last_group_size = len(group)
                 self._last_attempt_s = time.perf_counter() - started
-            if pause is not None and not all(write.done for write in own):
+            if pause is not None and not _all_done(own):
                 self._pause(pause)
 
     def _gather(self) -> None:
@@ -471,6 +471,14 @@ class UnitOfWork:
             self.checkpoint()
             if self.owns_engine:
                 self.engine.dispose()
+
+
+def _all_done(writes: list[QueuedWrite[Any]]) -> bool:
+    # A loop, not all() over a generator: this runs twice per write on the hot path.
+    for write in writes:  # noqa: SIM110
+        if not write.done:
+            return False
+    return True
 
 
 def _driver_reports_transaction(connection: Connection) -> bool:
