@@ -512,16 +512,24 @@ class SessionDB:
         codex_message_items: Any = None,
     ) -> messages.NewMessage:
         """``append_message``'s arguments checked and encoded (``TypeError`` if mistyped)."""
-        require_str("role", role)
-        for name, value in (
-            ("tool_name", tool_name),
-            ("tool_call_id", tool_call_id),
-            ("finish_reason", finish_reason),
-            ("reasoning", reasoning),
-            ("reasoning_content", reasoning_content),
+        # Per append, so one expression for the common case (role a str, each other text
+        # field None or a str); the checks that name the culprit run only when it fails.
+        if not (
+            isinstance(role, str)
+            and (tool_name is None or isinstance(tool_name, str))
+            and (tool_call_id is None or isinstance(tool_call_id, str))
+            and (finish_reason is None or isinstance(finish_reason, str))
+            and (reasoning is None or isinstance(reasoning, str))
+            and (reasoning_content is None or isinstance(reasoning_content, str))
         ):
-            optional_str(name, value)
-        optional_int("token_count", token_count)
+            require_str("role", role)
+            optional_str("tool_name", tool_name)
+            optional_str("tool_call_id", tool_call_id)
+            optional_str("finish_reason", finish_reason)
+            optional_str("reasoning", reasoning)
+            optional_str("reasoning_content", reasoning_content)
+        if token_count is not None:
+            optional_int("token_count", token_count)
         return conversation.new_message(
             role,
             content,

@@ -95,7 +95,7 @@ class Route(enum.Enum):
 def route(connection: Connection) -> Route:
     """Which way statements on ``connection`` go, given who watches now (about 3 µs; the
     seam decides it once per transaction where the ``begin`` hook runs, see
-    :func:`hermes_store.db.execution.remember_route`)."""
+    :func:`hermes_store.db.execution.decide_route`)."""
     if not AVAILABLE:
         return Route.CORE
     # The joined dispatcher's own truth test: a listener set on one connection upgrades

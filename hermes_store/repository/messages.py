@@ -16,7 +16,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from hermes_store.db.backends import backend_for
-from hermes_store.db.execution import Bind, connection_of, driver_sql_result, fetch_dicts, run, run_driver_sql
+from hermes_store.db.execution import Bind, connection_of, driver_execute, fetch_dicts, run
 from hermes_store.schema.models import Message, Session
 
 CONVERSATION_COLUMNS = (
@@ -78,7 +78,7 @@ class NewMessage:
 
 
 # The hot path of every agent turn: two short statements run as driver SQL (see
-# run_driver_sql), so an append costs little more than the same two statements in sqlite3.
+# driver_execute), so an append costs little more than the same two statements in sqlite3.
 _MESSAGE_FIELDS = tuple(column.name for column in Message.__table__.columns if column.name != "id")
 _INSERT_MESSAGE = (
     f"INSERT INTO messages ({', '.join(_MESSAGE_FIELDS)}) "
@@ -101,7 +101,7 @@ def append(db: Bind, session_id: str, message: NewMessage) -> int:
     connection = connection_of(db)
     new_id = _insert(connection, session_id, message)
     bump = {"session_id": session_id, "messages": 1, "tool_calls": message.tool_call_units}
-    run_driver_sql(connection, _BUMP_COUNTERS, bump)
+    driver_execute(connection, _BUMP_COUNTERS, bump)
     return new_id
 
 
@@ -120,7 +120,7 @@ def append_many(db: Bind, session_id: str, messages: Sequence[NewMessage]) -> li
             "messages": len(new_ids),
             "tool_calls": sum(message.tool_call_units for message in messages),
         }
-        run_driver_sql(connection, _BUMP_COUNTERS, bump)
+        driver_execute(connection, _BUMP_COUNTERS, bump)
     return new_ids
 
 
@@ -133,9 +133,9 @@ def _insert(connection: Connection, session_id: str, message: NewMessage) -> int
     # SQLAlchemy's own flag (DefaultDialect): the driver's lastrowid is the new id
     # (SQLite), so the INSERT needs no RETURNING; otherwise (PostgreSQL) it does.
     if getattr(connection.dialect, "postfetch_lastrowid", False):
-        new_id = driver_sql_result(connection, _INSERT_MESSAGE, row).lastrowid
+        new_id = driver_execute(connection, _INSERT_MESSAGE, row).lastrowid
     else:
-        new_id = run_driver_sql(connection, _INSERT_MESSAGE_RETURNING_ID, row)[0][0]
+        new_id = driver_execute(connection, _INSERT_MESSAGE_RETURNING_ID, row).rows[0][0]
     return int(new_id)  # type: ignore[arg-type]
 
 

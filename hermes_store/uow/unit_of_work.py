@@ -30,6 +30,7 @@ from hermes_store.db.backends import backend_for
 from hermes_store.db.engine import write_engine
 from hermes_store.db.execution import (
     NO_BEGIN_OPTION,
+    DriverTransaction,
     abandon_driver_transaction,
     begin_driver_transaction,
     end_driver_transaction,
@@ -298,8 +299,8 @@ class UnitOfWork:
                     committed.append((write, result))
                 else:
                     committed.append((write, write.work(connection)))
-            if transaction is None:
-                end_driver_transaction(connection, commit=True)
+            if isinstance(transaction, DriverTransaction):
+                end_driver_transaction(connection, commit=True, transaction=transaction)
             else:
                 _commit(transaction)
             return committed
@@ -311,13 +312,12 @@ class UnitOfWork:
                 # Reused across writes (cheaper than a new one each time); close() empties it.
                 session.close()
 
-    def _begin(self, connection: Connection) -> RootTransaction | None:
-        """Begin an attempt's transaction: the driver's where the backend says so
-        (``None``; SQLite, see :attr:`~hermes_store.db.backends.Backend.driver_write_begin`),
-        SQLAlchemy's otherwise."""
+    def _begin(self, connection: Connection) -> RootTransaction | DriverTransaction:
+        """Begin an attempt's transaction: the driver's where the backend says so (SQLite,
+        see :attr:`~hermes_store.db.backends.Backend.driver_write_begin`), SQLAlchemy's
+        otherwise."""
         if self._driver_write_begin is not None:
-            begin_driver_transaction(connection, self._driver_write_begin)
-            return None
+            return begin_driver_transaction(connection, self._driver_write_begin)
         return connection.begin()
 
     def _run_joined(self, connection: Connection, write: QueuedWrite[Any]) -> None:
