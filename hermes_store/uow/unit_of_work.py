@@ -96,6 +96,7 @@ class UnitOfWork:
         # Writes are serialised in-process anyway, so one connection serves them all, kept
         # open like upstream's: no pool checkout and reset per write on the hot path.
         self._write_connection: Connection | None = None
+        self._write_connection_taken: Any = None  # the backend's take_write_connection()
         self._write_session = orm.Session()
         self._lock = threading.Lock()
         # The thread inside write(), so that a nested write fails instead of deadlocking.
@@ -269,10 +270,16 @@ class UnitOfWork:
         connection = self._write_connection
         if connection is None or connection.closed or connection.invalidated:
             self._write_connection = None
-            connection = self._write_connection = self._write_engine.connect()
+            connection = self._write_engine.connect()
             if self._driver_write_begin is not None:
                 # Its transactions are the driver's (_begin): SQLAlchemy's send no BEGIN.
                 connection.execution_options(**{NO_BEGIN_OPTION: True})
+            try:
+                self._write_connection_taken = self._backend.take_write_connection(connection)
+            except BaseException:
+                connection.close()
+                raise
+            self._write_connection = connection
             self._write_session = orm.Session(bind=connection, expire_on_commit=False)
         return connection
 
@@ -455,6 +462,17 @@ class UnitOfWork:
         except Exception as exc:  # a checkpoint is an optimisation; never fail a write for it
             log.debug("WAL checkpoint skipped: %s", exc)
 
+    def _give_back_write_connection(self, connection: Connection) -> None:
+        """Undo what the backend set on the write connection, then close it (back to the pool)."""
+        try:
+            if not connection.closed and not connection.invalidated:
+                self._backend.give_back_write_connection(connection, self._write_connection_taken)
+        except _DRIVER_ERRORS as exc:  # a connection that cannot be restored is not reused
+            log.debug("write connection discarded: %s", exc)
+            connection.invalidate()
+        finally:
+            connection.close()
+
     def close(self) -> None:
         """Checkpoint (SQLite) and release the connections this unit of work holds.
 
@@ -466,7 +484,7 @@ class UnitOfWork:
             while self._idle_connections:
                 self._idle_connections.pop().close()
             if self._write_connection is not None:
-                self._write_connection.close()
+                self._give_back_write_connection(self._write_connection)
                 self._write_connection = None
             self.checkpoint()
             if self.owns_engine:

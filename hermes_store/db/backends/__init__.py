@@ -84,6 +84,14 @@ class Backend(Protocol):
         """Best-effort log checkpoint after a run of writes (may do nothing), on
         ``connection`` outside any transaction."""
 
+    def take_write_connection(self, connection: Connection) -> Any:
+        """Set up the connection a unit of work keeps for its writes, whose log the unit
+        of work checkpoints itself (:meth:`checkpoint`); returns what
+        :meth:`give_back_write_connection` needs to undo it."""
+
+    def give_back_write_connection(self, connection: Connection, taken: Any) -> None:
+        """Undo :meth:`take_write_connection` before the connection returns to its pool."""
+
     def vacuum(self, engine: Engine) -> None:
         """Reclaim space and refresh statistics, outside any transaction."""
 

@@ -113,6 +113,12 @@ class PostgreSQLBackend:
     def checkpoint(self, connection: Connection) -> None:
         """Nothing: the server checkpoints on its own."""
 
+    def take_write_connection(self, connection: Connection) -> None:
+        """Nothing to set up."""
+
+    def give_back_write_connection(self, connection: Connection, taken: None) -> None:
+        """Nothing to undo."""
+
     def vacuum(self, engine: Engine) -> None:
         """``VACUUM (ANALYZE)`` of the store's tables, in autocommit mode."""
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
