@@ -310,8 +310,8 @@ def end_driver_transaction(
     (``commit=False``) or discards the connection."""
     if transaction is None:
         transaction = connection.info.get(_DRIVER_TRANSACTION_KEY)
-    if transaction is None:  # nothing on record: decide the way for this statement alone
-        transaction = DriverTransaction(sqlalchemy_private.route(connection), None)
+        if transaction is None:
+            raise ValueError("no driver transaction is open on this connection")
     _driver_transaction_statement(connection, transaction, "COMMIT" if commit else "ROLLBACK")
     transaction.close_cursor()
     _forget_driver_transaction(connection, commit=commit)
@@ -349,8 +349,6 @@ def _driver_transaction_statement(connection: Connection, transaction: DriverTra
         # Inside SQLAlchemy's bookkeeping transaction (opened here if need be, sending
         # nothing: NO_BEGIN_OPTION), so that it does not commit around the statement.
         _public_execute(connection, transaction.route, sql, _NO_PARAMETERS)
-    elif transaction.driver_connection is None:
-        driver_execute(connection, sql, begin=False, route=transaction.route)
     else:
         transaction.execute(connection, sql, ())
 

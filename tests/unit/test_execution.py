@@ -299,3 +299,25 @@ def test_a_driver_transaction_needs_a_connection_whose_sqlalchemy_transactions_s
         assert not execution.in_driver_transaction(connection)
     finally:
         connection.close()
+
+
+def test_ending_a_driver_transaction_that_was_never_begun_says_so(store: SessionDB) -> None:
+    connection = store.engine.connect().execution_options(**{execution.NO_BEGIN_OPTION: True})
+    try:
+        with pytest.raises(ValueError, match="no driver transaction is open"):
+            execution.end_driver_transaction(connection, commit=True)
+    finally:
+        connection.close()
+
+
+def test_statements_after_a_failed_one_in_a_driver_transaction_run_on_a_new_cursor(
+    store: SessionDB,
+) -> None:
+    """The statements of a driver-run transaction share one cursor; SQLAlchemy's error
+    handling closes it when one fails, and the rest of the transaction (here its
+    ROLLBACK, then the next write) must not meet a closed cursor."""
+    with pytest.raises(sqlite3.IntegrityError):
+        store.append_message("no such session", "user", "refused")
+    store.create_session("after", "cli")
+    assert store.append_message("after", "user", "kept") > 0
+    assert [m["content"] for m in store.get_messages("after")] == ["kept"]

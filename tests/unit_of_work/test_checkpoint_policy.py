@@ -80,3 +80,20 @@ def test_a_borrowed_connection_goes_back_with_the_callers_setting(db_path: Path)
             assert _autocheckpoint(driver) == 321
     finally:
         engine.dispose()
+
+
+def test_closing_a_store_whose_write_connection_broke_discards_it(db_path: Path) -> None:
+    engine = sa.create_engine(f"sqlite:///{db_path}")
+    try:
+        db = SessionDB(engine=engine)
+        db.create_session("s", "cli")
+        connection = db._uow._write_connection
+        assert connection is not None
+        connection.connection.dbapi_connection.close()  # type: ignore[union-attr]
+        db.close()  # the setting cannot be restored: the connection is not pooled again
+        assert connection.closed
+        with engine.connect() as fresh:
+            assert fresh.exec_driver_sql("SELECT COUNT(*) FROM sessions").scalar() == 1
+            assert _autocheckpoint(fresh.connection.dbapi_connection) == 1000
+    finally:
+        engine.dispose()
