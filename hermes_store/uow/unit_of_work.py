@@ -27,7 +27,7 @@ from sqlalchemy import orm
 from sqlalchemy.engine import Connection, Engine, RootTransaction
 
 from hermes_store.db.backends import backend_for
-from hermes_store.db.engine import write_engine
+from hermes_store.db.engine import connect_for_writes
 from hermes_store.db.execution import (
     NO_BEGIN_OPTION,
     DriverTransaction,
@@ -87,7 +87,6 @@ class UnitOfWork:
         self.retry_max_s = retry_max_s
         self.checkpoint_every = checkpoint_every
         self.reconnect_wait_s = reconnect_wait_s
-        self._write_engine = write_engine(engine)
         self._backend = backend_for(engine)
         self._reader = orm.sessionmaker(bind=engine, expire_on_commit=False)
         self._idle_readers: list[orm.Session] = []
@@ -270,7 +269,7 @@ class UnitOfWork:
         connection = self._write_connection
         if connection is None or connection.closed or connection.invalidated:
             self._write_connection = None
-            connection = self._write_engine.connect()
+            connection = connect_for_writes(self.engine)
             if self._driver_write_begin is not None:
                 # Its transactions are the driver's (_begin): SQLAlchemy's send no BEGIN.
                 connection.execution_options(**{NO_BEGIN_OPTION: True})
