@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import multiprocessing
 import os
+import queue
 import random
 import sqlite3
 import statistics
@@ -179,11 +180,26 @@ def run_processes(
     ]
     for child in children:
         child.start()
-    results = [out.get(timeout=600) for _ in children]
+    results = _collect(out, children, deadline=time.monotonic() + 600)
     for child in children:
         child.join()
     acks = [ack for _s, _e, child_acks in results for ack in child_acks]
     return max(e for _s, e, _a in results) - min(s for s, _e, _a in results), acks
+
+
+def _collect(out: Any, children: list[Any], deadline: float) -> list[Any]:
+    """Every child's report, failing at once (not at ``deadline``) when one ends without it."""
+    results: list[Any] = []
+    while len(results) < len(children):
+        try:
+            results.append(out.get(timeout=1))
+        except queue.Empty:
+            failed = [child.exitcode for child in children if child.exitcode not in (None, 0)]
+            if failed:
+                raise RuntimeError(f"a writer process failed (exit codes {failed})") from None
+            if time.monotonic() > deadline:
+                raise TimeoutError("the writer processes did not all report in time") from None
+    return results
 
 
 def run_turns(side: str, path: Path, upstream: Path | None, turns: int, batched: bool) -> tuple[float, Acks]:

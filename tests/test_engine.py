@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 
@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from hermes_store.db.engine import create_engine, file_mode, resolve_url, write_engine
+from hermes_store.db.engine import connect_for_writes, create_engine, file_mode, resolve_url, write_engine
 from hermes_store.db.sqlite_errors import is_lock_error, translate
 from hermes_store.domain.paths import default_db_path
 from hermes_store.errors import CorruptDatabase, ReadOnlyStore, UnsafePath
@@ -98,8 +98,15 @@ def test_insert_or_replace_keeps_both_fts_indexes_in_step(engine: sa.Engine, db_
 # --- transactions ------------------------------------------------------------------------
 
 
-def test_write_engine_takes_the_write_lock_at_begin(engine: sa.Engine, db_path: Path) -> None:
-    with write_engine(engine).connect() as conn:
+@pytest.mark.parametrize(
+    "connect",
+    [lambda engine: write_engine(engine).connect(), connect_for_writes],
+    ids=["write_engine", "connect_for_writes"],
+)
+def test_write_connections_take_the_write_lock_at_begin(
+    engine: sa.Engine, db_path: Path, connect: Callable[[sa.Engine], sa.Connection]
+) -> None:
+    with connect(engine) as conn:
         transaction = conn.begin()  # no statement yet
         with closing(raw(db_path)) as other:
             with pytest.raises(sqlite3.OperationalError, match="locked"):

@@ -28,6 +28,7 @@ import itertools
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -39,6 +40,8 @@ _Job = tuple[
     asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...], dict[str, Any]
 ]
 _names = itertools.count()
+SHUTDOWN_WAIT_S = 1.0
+"""How long :meth:`WorkerThreads.shutdown` waits, in all, for its threads to end."""
 
 
 def report_orphaned_failure(error: BaseException | None) -> None:
@@ -115,10 +118,20 @@ class WorkerThreads:
         await self._idle_loop_side.wait()
 
     def shutdown(self) -> None:
-        """Stop the threads once they are idle; calls still queued are run first."""
+        """Stop the threads once they are idle; calls still queued are run first.
+
+        Waits (up to :data:`SHUTDOWN_WAIT_S` in all) for the threads to end, so that a store
+        closed after :meth:`drain` leaves no thread of its own running: a process that
+        forks next must not carry one into the child in the middle of something (a thread
+        inside SQLite holds its locks, and the child would wait for them forever). Idle
+        threads end within microseconds of being told; one still busy with a call is
+        left to finish on its own (a daemon)."""
         self._shut_down = True
         for _ in self._threads:
             self._jobs.put(None)
+        deadline = time.monotonic() + SHUTDOWN_WAIT_S
+        for thread in self._threads:
+            thread.join(max(deadline - time.monotonic(), 0))
         self._threads.clear()
 
 

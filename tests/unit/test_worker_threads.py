@@ -113,3 +113,24 @@ def test_a_call_that_outlives_its_loop_is_logged_not_lost(caplog: pytest.LogCapt
 def test_at_least_one_thread_is_required() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         WorkerThreads(0, "t")
+
+
+def test_after_shutdown_no_thread_of_the_pool_is_left_running() -> None:
+    """A process that forks after closing its async store must not carry threads of the
+    store into the fork still running (a thread inside SQLite at that moment leaves its
+    locks held in the child): shutdown waits for the idle threads to end."""
+
+    async def scenario() -> None:
+        for round_ in range(20):
+            threads = WorkerThreads(4, f"ending{round_}")
+            gate = threading.Event()
+            running = [threads.submit(gate.wait, 5) for _ in range(4)]
+            await asyncio.sleep(0)
+            gate.set()
+            await asyncio.gather(*running)
+            await threads.drain()
+            threads.shutdown()
+            left = [t.name for t in threading.enumerate() if t.name.startswith(f"ending{round_}-")]
+            assert left == []
+
+    asyncio.run(scenario())
