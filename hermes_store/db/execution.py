@@ -426,18 +426,6 @@ def _result(cursor: Any) -> DriverResult:
     return DriverResult([column[0] for column in description], list(cursor.fetchall()))
 
 
-def run_driver_sql(db: Bind, sql: str, params: Mapping[str, Any]) -> list[Any]:
-    """Run a short hand-written statement (named ``:param`` placeholders, no list values,
-    values already in the driver's form) through :func:`driver_execute`.
-    For the hot path of writes; returns the rows, if the statement returns any."""
-    return driver_sql_result(db, sql, params).rows
-
-
-def driver_sql_result(db: Bind, sql: str, params: Mapping[str, Any]) -> DriverResult:
-    """:func:`run_driver_sql`, returning the whole :class:`DriverResult` (``lastrowid``)."""
-    return driver_execute(connection_of(db), sql, params)
-
-
 def _expanding(sql: str, values: Mapping[str, Any]) -> frozenset[str]:
     """The list parameters written ``IN :name``: SQLAlchemy's expanding parameters. A list
     bound anywhere else (e.g. ``= ANY(:name)``) is one value for the driver."""

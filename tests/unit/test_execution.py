@@ -123,7 +123,7 @@ def test_listeners_added_or_removed_later_switch_between_fast_and_observed_paths
 
 def test_the_fast_path_wraps_driver_errors_like_sqlalchemy(connection: Connection) -> None:
     with pytest.raises(exc.IntegrityError) as caught:
-        execution.run_driver_sql(
+        execution.driver_execute(
             connection,
             "INSERT INTO sessions (id, source) VALUES (:id, :source)",
             {"id": "s0", "source": "cli"},
@@ -211,7 +211,7 @@ def test_a_handle_error_listener_gets_the_execution_context(store: SessionDB) ->
     missing = "SELECT * FROM missing_table WHERE id = :id"
     no_table = pytest.raises(exc.OperationalError, match="no such table")
     with store._uow.read_connection() as connection, no_table:
-        execution.run_driver_sql(connection, missing, {"id": 1})
+        execution.driver_execute(connection, missing, {"id": 1})
     assert len(contexts) == 1 and contexts[0] is not None
     assert "missing_table" in contexts[0].statement
 
