@@ -56,6 +56,17 @@ class SessionDB(facade.SessionDB):
         url: str | URL | None = None,
         engine: Engine | None = None,
     ) -> None:
+        """Open (creating or upgrading) the store at ``db_path``, ``url`` or ``engine``.
+
+        With none of them, the store is ``DEFAULT_DB_PATH`` — or, while nobody has
+        rebound that name, ``$HERMES_HOME/state.db`` as it is now.
+
+        Lock contention is handled as upstream v11 handles it: SQLite's busy handler waits
+        at most 1 s, then the write is retried after 20-150 ms of random jitter, up to 15
+        attempts (``WriteConflict`` after that). Waiting up to 30 s inside SQLite's own
+        handler instead would let its fixed sleep schedule line the writers of a busy
+        gateway up one behind another (docs/reliability.md).
+        """
         if db_path is None and url is None and engine is None:
             db_path = _default_path()
         super().__init__(db_path, url=url, engine=engine)
