@@ -35,6 +35,7 @@ REVISION_FILES = (
     "0013_search_vector_kept_by_trigger.py",
     "0014_unicode61_search_vectors.py",
     "0015_stored_cjk_grams.py",
+    "0016_latin_trigrams_in_stored_grams.py",
 )
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "hermes_state.py", "hermes_store", "migrations")
 
@@ -148,5 +149,5 @@ def test_installed_wheel_upgrades_a_new_database_to_head_outside_the_checkout(
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert Path(report["package"]).is_relative_to(target)
     assert Path(report["migrations"]).is_relative_to(target)
-    assert report["revision"] == [["0015"]]
+    assert report["revision"] == [["0016"]]
     assert report["schema_version"] == [[11]]

@@ -50,6 +50,11 @@ STORED_GRAMS_REVISION = "0015"
 (GIN-indexed), so short CJK terms are found and rechecked without recomputing
 ``hermes_cjk_grams``; before it search reads revision 0012's expression index."""
 
+ASCII_TRIGRAMS_REVISION = "0016"
+"""The revision from which a CJK message's ``cjk_grams`` also hold the lower-cased ASCII
+trigrams of its text, so a Latin term beside a short CJK term is looked up there too
+instead of in ``pg_trgm``'s index of every message."""
+
 _ASSIGNMENT = r"^{name}\s*(?::[^=\n]+)?=\s*(?:None|[\"']([^\"'\n]+)[\"'])"
 _REVISION = re.compile(_ASSIGNMENT.format(name="revision"), re.MULTILINE)
 _DOWN_REVISION = re.compile(_ASSIGNMENT.format(name="down_revision"), re.MULTILINE)

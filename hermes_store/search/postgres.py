@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import orm
@@ -37,6 +38,7 @@ from hermes_store.db.execution import connection_of, fetch_tuples
 from hermes_store.repository.rows import fetch_dicts
 from hermes_store.schema.indexed_text import INDEXED_TEXT
 from hermes_store.schema.revisions import (
+    ASCII_TRIGRAMS_REVISION,
     SEARCH_OBJECTS_REVISION,
     STORED_GRAMS_REVISION,
     UNICODE61_REVISION,
@@ -54,7 +56,8 @@ COMPUTED_TSVECTOR = f"to_tsvector('simple'::regconfig, {INDEXED_TEXT})"
 CJK_GRAMS = f"hermes_cjk_grams({INDEXED_TEXT})"
 """Revision 0012's indexed expression: every CJK character and adjacent pair of the text."""
 STORED_CJK_GRAMS = "m.cjk_grams"
-"""Revision 0015's column: the same grams, stored (NULL for a text without CJK)."""
+"""Revision 0015's column: the same grams, stored (NULL for a text without CJK); from
+revision 0016 also the text's lower-cased ASCII trigrams (:func:`ascii_trigrams`)."""
 HEADLINE_OPTIONS = (
     "StartSel=>>>, StopSel=<<<, MaxWords=40, MinWords=15, ShortWord=0, MaxFragments=1, FragmentDelimiter=..."
 )
@@ -93,6 +96,11 @@ def cjk_grams_source(db: orm.Session) -> str | None:
     if _reaches(db, STORED_GRAMS_REVISION):
         return STORED_CJK_GRAMS
     return CJK_GRAMS if has_search_objects(db) else None
+
+
+def grams_hold_ascii_trigrams(db: orm.Session) -> bool:
+    """Whether ``db``'s stored grams hold the ASCII trigrams of CJK messages (revision 0016)."""
+    return _reaches(db, ASCII_TRIGRAMS_REVISION)
 
 
 _TOKEN = re.compile(r'"[^"]*"\*?|\S+')
@@ -333,7 +341,10 @@ def _substring_hits(
     记忆 (143 ms) to find the other two.
     """
     grams_source = cjk_grams_source(db)
-    condition, terms = _substring_condition(plan, params, grams_source=grams_source)
+    with_trigrams = grams_source == STORED_CJK_GRAMS and grams_hold_ascii_trigrams(db)
+    condition, terms = _substring_condition(
+        plan, params, grams_source=grams_source, ascii_trigrams_in_grams=with_trigrams
+    )
     if not terms:
         return []
     source, where = _filters(filters, params)
@@ -345,7 +356,11 @@ def _substring_hits(
     if narrowed:
         checked_params = dict(params)
         checked, _ = _substring_condition(
-            plan, checked_params, grams_source=grams_source, checked_beside_grams=True
+            plan,
+            checked_params,
+            grams_source=grams_source,
+            checked_beside_grams=True,
+            ascii_trigrams_in_grams=with_trigrams,
         )
     newest = _newest_id_with_search_memory(db)
     if newest is None:
@@ -408,6 +423,7 @@ def _substring_condition(
     grams_source: str | None = STORED_CJK_GRAMS,
     *,
     checked_beside_grams: bool = False,
+    ascii_trigrams_in_grams: bool = False,
 ) -> tuple[str, list[str]]:
     """The conditions of a substring plan (any group: all required terms, no excluded
     one), and its required terms in order.
@@ -425,6 +441,10 @@ def _substring_condition(
     a group with a gram condition, every other term's ``ILIKE`` is, leaving only its
     regular expression to ``pg_trgm`` — or nothing, with ``checked_beside_grams`` (for a
     window of ids whose gram candidates are few: the whole term is checked on them).
+    With ``ascii_trigrams_in_grams`` (stored grams from revision 0016) the other terms'
+    ASCII trigrams join the group's gram condition instead, and every term is only
+    checked: one containment within the CJK messages finds the candidates, and
+    ``pg_trgm`` (which indexes every message) is not read at all.
     """
     if plan.kind not in ("like", "trigram"):
         return "", []
@@ -450,9 +470,9 @@ def _substring_condition(
             return f"{regex_text} ~ :{name}r"
         return f"({text} ILIKE :{name} ESCAPE '\\' AND {regex_text} ~ :{name}r)"
 
-    def required(term: str, grams: list[str], checked_only: bool, beside_grams: bool) -> str:
+    def required(term: str, grams: list[str], checked_only: bool, beside_grams: bool, lifted: bool) -> str:
         if not grams:
-            whole = beside_grams and checked_beside_grams
+            whole = beside_grams and (checked_beside_grams or lifted)
             return test(term, indexed=not checked_only, regex_indexed=not whole)
         gram_names = [f"g{len(params)}_{i}" for i in range(len(grams))]
         params.update(zip(gram_names, grams, strict=True))
@@ -469,6 +489,7 @@ def _substring_condition(
         # estimate is sane, is left for pg_trgm. Beside a long term, a short one is only
         # checked.
         beside_grams = any(grams.values())
+        lifted = beside_grams and ascii_trigrams_in_grams and _lift_trigrams(group.required, grams)
         beside_long = any(len(term) >= STRONG_TRIGRAM_TERM for term in group.required)
         conditions = [
             required(
@@ -476,11 +497,45 @@ def _substring_condition(
                 grams[term],
                 beside_grams or (beside_long and len(term) < STRONG_TRIGRAM_TERM),
                 beside_grams,
+                lifted,
             )
             for term in group.required
         ]
         groups.append(" AND ".join(conditions + [f"NOT {test(term)}" for term in group.excluded]))
     return "(" + " OR ".join(f"({group})" for group in groups) + ")", list(plan.like_terms)
+
+
+def _lift_trigrams(required_terms: Sequence[str], grams: dict[str, list[str]]) -> bool:
+    """Add the ASCII trigrams of the terms without grams to the first term with grams
+    (in place); whether there were any."""
+    lifted = [gram for term in required_terms if not grams[term] for gram in ascii_trigrams(term)]
+    if not lifted:
+        return False
+    first = next(term for term in required_terms if grams[term])
+    grams[first] = list(dict.fromkeys(grams[first] + lifted))
+    return True
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_ASCII_RUN = re.compile(r"[a-z0-9]{3,}")
+MAX_LIFTED_TRIGRAMS = 8
+"""A long term's trigrams are thinned to this many, spread over it: each key of a GIN
+containment is read, and a few trigrams already leave few candidates to check."""
+
+
+def ascii_trigrams(term: str) -> list[str]:
+    """The three-character windows of ``term``'s runs of ASCII letters and digits, ASCII
+    letters lower-cased: what revision 0016 stores for a text holding CJK (``them`` gives
+    ``the`` and ``hem``). A text containing ``term`` (ASCII letters in either case)
+    contains each of them; at most :data:`MAX_LIFTED_TRIGRAMS`, spread over the term."""
+    lowered = term.translate(_ASCII_LOWER)
+    found = list(
+        dict.fromkeys(run[i : i + 3] for run in _ASCII_RUN.findall(lowered) for i in range(len(run) - 2))
+    )
+    if len(found) <= MAX_LIFTED_TRIGRAMS:
+        return found
+    step = (len(found) - 1) / (MAX_LIFTED_TRIGRAMS - 1)
+    return [found[round(i * step)] for i in range(MAX_LIFTED_TRIGRAMS)]
 
 
 def _ascii_insensitive_regex(term: str) -> str:

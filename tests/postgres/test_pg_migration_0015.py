@@ -64,7 +64,7 @@ def test_upgrade_stores_the_grams_of_every_cjk_message_and_the_trigger_keeps_the
     _at_0014(pg_url)
     before = {query: _hit_ids(pg_url, query) for query in ("记忆", "忆", "工具", "plain 记忆", "服务 7")}
     assert len(before["记忆"]) == ROWS // CJK_EVERY
-    result = alembic(pg_url, "upgrade", "head")
+    result = alembic(pg_url, "upgrade", "0015")
     assert result.returncode == 0, result.stderr
     assert scalar(pg_url, WRONG_GRAMS) == 0
     assert scalar(pg_url, "SELECT count(*) FROM messages WHERE cjk_grams IS NOT NULL") == len(
@@ -110,7 +110,7 @@ def test_downgrade_restores_0014s_schema_and_a_second_upgrade_refills(pg_url: st
     assert result.returncode == 0, result.stderr
     assert catalog(pg_url) == at_0014
     assert scalar(pg_url, ROWS_DIGEST) == rows
-    assert alembic(pg_url, "upgrade", "head").returncode == 0
+    assert alembic(pg_url, "upgrade", "0015").returncode == 0
     assert scalar(pg_url, WRONG_GRAMS) == 0
 
 
@@ -142,7 +142,7 @@ def test_killed_during_the_backfill_resumes_at_the_first_message_missing_its_gra
     holder.exec_driver_sql(f"SELECT pg_advisory_lock({BLOCKER})").all()
     with (tmp_path / "upgrade.log").open("wb") as stderr:
         upgrade = subprocess.Popen(
-            alembic_command(pg_url, "upgrade", "head"),
+            alembic_command(pg_url, "upgrade", "0015"),
             cwd=REPO_ROOT,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
@@ -182,7 +182,7 @@ def test_killed_during_the_backfill_resumes_at_the_first_message_missing_its_gra
     engine.dispose()
     assert scalar(pg_url, "SELECT version_num FROM alembic_version") == "0014"
     assert scalar(pg_url, WRONG_GRAMS) > 0
-    result = alembic(pg_url, "upgrade", "head")
+    result = alembic(pg_url, "upgrade", "0015")
     assert result.returncode == 0, result.stderr
     assert scalar(pg_url, WRONG_GRAMS) == 0
     # The rerun started at the first message still missing its grams: the first batch's

@@ -1,4 +1,4 @@
-"""Revisions 0001–0015 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
+"""Revisions 0001–0016 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
             connection.exec_driver_sql("SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'").scalar()
             == 1
         )
-    assert current_revision(pg_url) == "0015"
+    assert current_revision(pg_url) == "0016"
 
 
 def test_epoch_seconds_keep_microseconds(pg_url: str) -> None:

@@ -252,10 +252,30 @@ def test_gram_conditions_read_the_stored_grams_not_the_function(big_store: Sessi
 def test_stored_grams_are_the_gram_function_of_every_message(big_store: SessionDB) -> None:
     with big_store.engine.connect() as connection:
         wrong, with_grams = connection.exec_driver_sql(
-            "SELECT count(*) FILTER (WHERE cjk_grams IS DISTINCT FROM NULLIF(hermes_cjk_grams("
+            "SELECT count(*) FILTER (WHERE cjk_grams IS DISTINCT FROM NULLIF(hermes_search_grams("
             "COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, '')), "
             "'{}'::text[])), count(cjk_grams) FROM messages"
         ).one()
     # CJK text: every tenth message, and those carrying the planted terms.
     holding_cjk = {g for g in range(1, MESSAGES + 1) if g % 10 == 0 or g % 997 == 0}
     assert (wrong, with_grams) == (0, len(holding_cjk))
+
+
+@pytest.mark.parametrize("query", ["zebrafinch 记忆", "ZEBRA 记忆", "finch 忆"])
+def test_a_latin_term_beside_a_cjk_term_is_looked_up_in_the_stored_grams(
+    big_store: SessionDB, query: str
+) -> None:
+    """From revision 0016 the Latin term's ASCII trigrams join the gram containment: the
+    candidates come from the CJK messages' grams alone, never from ``pg_trgm``'s index of
+    every message, and the hits are the ones the text holds."""
+    results, plans = explain_all(big_store, lambda: big_store.search_messages(query, limit=200))
+    latin, cjk = query.split()
+    assert len(results) == ZEBRA
+    assert all(latin.lower() in hit["snippet"].lower() and cjk in hit["snippet"] for hit in results)
+    assert_no_message_scan(plans, "idx_messages_stored_cjk_grams")
+    used = {node.get("Index Name") for nodes in plans for node in nodes}
+    assert "idx_messages_trgm" not in used, used
+    conditions = " ".join(
+        str(node.get(key, "")) for nodes in plans for node in nodes for key in ("Index Cond", "Recheck Cond")
+    )
+    assert "cjk_grams @>" in conditions

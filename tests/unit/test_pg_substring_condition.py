@@ -12,7 +12,14 @@ import pytest
 
 from hermes_store.schema.indexed_text import INDEXED_TEXT
 from hermes_store.search.plan import plan_search
-from hermes_store.search.postgres import _next_window_fills, _next_word_window, _substring_condition
+from hermes_store.search.postgres import (
+    MAX_LIFTED_TRIGRAMS,
+    STORED_CJK_GRAMS,
+    _next_window_fills,
+    _next_word_window,
+    _substring_condition,
+    ascii_trigrams,
+)
 
 UNINDEXED = f"({INDEXED_TEXT} || '')"
 
@@ -104,3 +111,57 @@ def test_the_next_word_slice_is_sized_by_the_rate_so_far(
     covered: int, found: int, wanted: int, slice_: int
 ) -> None:
     assert _next_word_window(covered, found, wanted) == slice_
+
+
+@pytest.mark.parametrize(
+    ("term", "trigrams"),
+    [
+        ("them", ["the", "hem"]),
+        ("THEM", ["the", "hem"]),  # ASCII letters fold, as the stored grams do
+        ("my.app_config.ts", ["app", "con", "onf", "nfi", "fig"]),  # runs of letters and digits
+        ("达成100完成率", ["100"]),
+        ("café", ["caf"]),  # only ASCII: é is neither folded nor part of a run
+        ("Ünïcode", ["cod", "ode"]),
+        ("to", []),
+        ("记忆", []),
+        ("KELVIN", ["kel", "elv", "lvi", "vin"]),
+    ],
+)
+def test_ascii_trigrams(term: str, trigrams: list[str]) -> None:
+    assert ascii_trigrams(term) == trigrams
+
+
+def test_a_long_terms_trigrams_are_thinned_but_keep_both_ends() -> None:
+    found = ascii_trigrams("abcdefghijklmnopqrstuvwxyz")
+    assert len(found) == MAX_LIFTED_TRIGRAMS
+    assert found[0] == "abc" and found[-1] == "xyz"
+
+
+def _with_trigrams(query: str, checked: bool = False) -> tuple[str, dict[str, object]]:
+    params: dict[str, object] = {}
+    condition, _terms = _substring_condition(
+        plan_search(query),
+        params,
+        grams_source=STORED_CJK_GRAMS,
+        checked_beside_grams=checked,
+        ascii_trigrams_in_grams=True,
+    )
+    return condition, params
+
+
+@pytest.mark.parametrize("checked", [False, True])
+def test_beside_a_gram_condition_latin_terms_join_it_and_are_only_checked(checked: bool) -> None:
+    condition, params = _with_trigrams("Them 那个 ok", checked)
+    assert condition.count(f"{STORED_CJK_GRAMS} @>") == 1
+    grams = [value for key, value in params.items() if key.startswith("g")]
+    assert grams == ["那个", "the", "hem"]  # `ok` has no trigram: it is only checked
+    for term in ("Them", "ok"):
+        assert not _indexed(condition, params, term)
+        name = next(key for key, value in params.items() if value == f"%{term}%")
+        assert f"{UNINDEXED} ~ :{name}r" in condition  # not even the regex goes to pg_trgm
+
+
+def test_without_a_gram_condition_nothing_is_lifted() -> None:
+    condition, params = _with_trigrams("dockerfile 数据库")
+    assert "@>" not in condition
+    assert _indexed(condition, params, "dockerfile")

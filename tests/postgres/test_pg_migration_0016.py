@@ -1,0 +1,172 @@
+"""Revision 0016: a CJK message's stored grams also hold its ASCII trigrams; rows kept, online.
+
+Through the real ``alembic`` command on a database at 0015 holding CJK, Latin and mixed
+messages: after the upgrade every CJK message holds exactly ``hermes_search_grams`` of its
+indexed text (its CJK grams, then the lower-cased trigrams of its ASCII runs) and every
+other message NULL; a writer that does not know the column (the previous release) gets it
+filled by the trigger; searches for a Latin word beside a CJK term find the same messages
+before and after, and so does the previous release's gram condition (CJK grams only); a
+rerun leaves the messages already refilled alone; the downgrade restores 0015's grams and
+schema exactly, every row kept.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pg_catalog import alembic, catalog, engine_for, scalar
+from support import migrate_to
+
+from hermes_store import SessionDB
+from hermes_store.schema.migration_ops import BATCH_ROWS
+from hermes_store.search.postgres import ascii_trigrams
+
+pytestmark = pytest.mark.postgres
+
+ROWS = 3 * BATCH_ROWS
+CJK_EVERY = 3
+
+FILL = (
+    "INSERT INTO sessions (id, source, started_at, message_count, tool_call_count, input_tokens, "
+    f"output_tokens) VALUES ('s', 'cli', 1.7e9, {ROWS}, 0, 0, 0)",
+    # CJK messages mix upper- and lower-case Latin words and numbers; the others are Latin only.
+    "INSERT INTO messages (session_id, role, content, tool_calls, timestamp) "
+    f"SELECT 's', 'user', CASE WHEN mod(i, {CJK_EVERY}) = 0 "
+    "THEN CASE WHEN mod(i, 2) = 0 THEN 'THEM 记忆 ' ELSE 'themselves 服务 ' END || i "
+    "ELSE 'plain them ' || i END, "
+    'CASE WHEN mod(i, 7) = 0 THEN \'[{"function": {"name": "Terminal"}}]\' END, '
+    f"1.7e9 + i FROM generate_series(1, {ROWS}) AS i",
+)
+INDEXED = "COALESCE(content, '') || ' ' || COALESCE(tool_name, '') || ' ' || COALESCE(tool_calls, '')"
+WRONG_GRAMS = (
+    "SELECT count(*) FROM messages "
+    f"WHERE cjk_grams IS DISTINCT FROM NULLIF(hermes_search_grams({INDEXED}), '{{}}'::text[])"
+)
+WRONG_0015_GRAMS = (
+    "SELECT count(*) FROM messages "
+    f"WHERE cjk_grams IS DISTINCT FROM NULLIF(hermes_cjk_grams({INDEXED}), '{{}}'::text[])"
+)
+ROWS_DIGEST = "SELECT md5(string_agg(content || coalesce(tool_calls, ''), '|' ORDER BY id)) FROM messages"
+QUERIES = ("them 记忆", "THEM 服务", "selves 服务", "termin 记忆", "3 记忆", "plain 记忆", "记忆", "12 服务")
+
+
+def _at_0015(url: str) -> None:
+    migrate_to(url, "0015")
+    engine = engine_for(url)
+    with engine.begin() as connection:
+        for statement in FILL:
+            connection.exec_driver_sql(statement)
+    engine.dispose()
+
+
+def _hits(url: str) -> dict[str, list[int]]:
+    db = SessionDB(url=url)
+    try:
+        return {
+            query: sorted(int(hit["id"]) for hit in db.search_messages(query, limit=ROWS + 1))
+            for query in QUERIES
+        }
+    finally:
+        db.close()
+
+
+def test_upgrade_adds_the_ascii_trigrams_and_every_search_keeps_its_hits(pg_url: str) -> None:
+    _at_0015(pg_url)
+    before = _hits(pg_url)
+    assert len(before["记忆"]) == ROWS // (2 * CJK_EVERY)
+    assert before["plain 记忆"] == []
+    result = alembic(pg_url, "upgrade", "head")
+    assert result.returncode == 0, result.stderr
+    assert scalar(pg_url, WRONG_GRAMS) == 0
+    assert scalar(pg_url, "SELECT count(*) FROM messages WHERE cjk_grams IS NOT NULL") == ROWS // CJK_EVERY
+    assert _hits(pg_url) == before
+    grams = dict(
+        engine_for(pg_url)
+        .connect()
+        .exec_driver_sql("SELECT id, cjk_grams FROM messages WHERE id IN (6, 21, 1, 2)")
+        .all()
+    )
+    assert grams[1] is None and grams[2] is None
+    assert set(grams[6]) == {"记", "忆", "记忆", "the", "hem"}
+    # id 21: CJK, a seven: 'themselves 服务 21' and its tool call's JSON.
+    assert set(grams[21]) >= {"服务", "the", "ves", "fun", "ter", "nal"}
+    assert "Ter" not in grams[21]
+    for query in ("them", "themselves", "Terminal"):
+        assert set(ascii_trigrams(query)) <= set(grams[21])
+
+
+def test_the_previous_releases_writes_and_gram_conditions_keep_working(pg_url: str) -> None:
+    _at_0015(pg_url)
+    migrate_to(pg_url, "head")
+    engine = engine_for(pg_url)
+    with engine.begin() as connection:
+        # The previous release never names the column: the trigger fills it.
+        connection.exec_driver_sql(
+            "INSERT INTO messages (session_id, role, content, timestamp) "
+            "VALUES ('s', 'user', 'ABC 新的', 1.8e9)"
+        )
+        connection.exec_driver_sql("UPDATE messages SET content = 'Docker 编辑' WHERE id = 1")
+        connection.exec_driver_sql("UPDATE messages SET content = 'latin only' WHERE id = 6")
+        stored = dict(
+            connection.exec_driver_sql(
+                "SELECT content, cjk_grams FROM messages WHERE timestamp = 1.8e9 OR id IN (1, 6)"
+            ).all()
+        )
+        # 0015's gram condition (CJK grams only) finds what it found: arrays only grew.
+        found = connection.exec_driver_sql(
+            "SELECT count(*) FROM messages WHERE cjk_grams @> ARRAY['记忆'] AND strpos(content, '记忆') > 0"
+        ).scalar()
+    engine.dispose()
+    assert {content: sorted(grams or []) for content, grams in stored.items()} == {
+        "ABC 新的": ["abc", "新", "新的", "的"],
+        "Docker 编辑": ["cke", "doc", "ker", "ock", "编", "编辑", "辑"],
+        "latin only": [],
+    }
+    assert found == ROWS // (2 * CJK_EVERY) - 1  # id 6 no longer holds 记忆
+    assert scalar(pg_url, WRONG_GRAMS) == 0
+    db = SessionDB(url=pg_url)
+    try:
+        assert [hit["id"] for hit in db.search_messages("docker 编辑")] == [1]
+        assert [hit["id"] for hit in db.search_messages("abc 新的")] == [ROWS + 1]
+    finally:
+        db.close()
+
+
+def test_a_rerun_leaves_the_refilled_messages_alone(pg_url: str) -> None:
+    _at_0015(pg_url)
+    # As a killed run leaves them: the first batch's CJK messages already hold the new grams.
+    engine = engine_for(pg_url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql(
+            "CREATE FUNCTION hermes_search_grams_preview(doc text) RETURNS text[] LANGUAGE sql AS $$ "
+            "SELECT hermes_cjk_grams(doc) || ARRAY(SELECT DISTINCT substr(r.p[1], i, 3) FROM "
+            "regexp_matches(lower(doc), '[a-z0-9]{3,}', 'g') AS r(p), "
+            "generate_series(1, length(r.p[1]) - 2) i) $$"
+        )
+        connection.exec_driver_sql(
+            f"UPDATE messages SET cjk_grams = hermes_search_grams_preview({INDEXED}) "
+            f"WHERE id < {BATCH_ROWS} AND cjk_grams IS NOT NULL"
+        )
+        connection.exec_driver_sql("DROP FUNCTION hermes_search_grams_preview(text)")
+    engine.dispose()
+    first_batch = scalar(pg_url, f"SELECT string_agg(xmin::text, ',') FROM messages WHERE id < {BATCH_ROWS}")
+    assert alembic(pg_url, "upgrade", "head").returncode == 0
+    assert scalar(pg_url, WRONG_GRAMS) == 0
+    assert (
+        scalar(pg_url, f"SELECT string_agg(xmin::text, ',') FROM messages WHERE id < {BATCH_ROWS}")
+        == first_batch
+    )
+
+
+def test_downgrade_restores_0015s_grams_and_schema(pg_url: str) -> None:
+    _at_0015(pg_url)
+    at_0015 = catalog(pg_url)
+    rows = scalar(pg_url, ROWS_DIGEST)
+    migrate_to(pg_url, "head")
+    assert scalar(pg_url, WRONG_0015_GRAMS) > 0
+    result = alembic(pg_url, "downgrade", "0015")
+    assert result.returncode == 0, result.stderr
+    assert catalog(pg_url) == at_0015
+    assert scalar(pg_url, ROWS_DIGEST) == rows
+    assert scalar(pg_url, WRONG_0015_GRAMS) == 0
+    assert alembic(pg_url, "upgrade", "head").returncode == 0
+    assert scalar(pg_url, WRONG_GRAMS) == 0
