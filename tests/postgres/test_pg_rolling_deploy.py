@@ -1,13 +1,13 @@
 """Rolling deploy: the previous release keeps working on a database at this release's head.
 
 During a rolling deploy the database is upgraded first, and replicas of the previous
-release keep serving until they are replaced. The previous release — this repository at
-:data:`PREVIOUS_RELEASE` (main before the online migrations) — is installed from git into
-a scratch virtual environment (cached under ``~/.cache/hermes_store_test``, keyed by
-commit and Python version, so it is built once per machine; pip reuses its wheel cache)
-and, in its own process, creates a session, appends, searches, lists and exports on a
-database this release upgraded to head. This release then finds what the previous one
-wrote (the trigger gave its rows their search vectors).
+release keep serving until they are replaced. Each of :data:`PREVIOUS_RELEASES` (main
+before the online migrations, and the last main before the newest revision) is installed
+from git into a scratch virtual environment (cached under ``~/.cache/hermes_store_test``,
+keyed by commit and Python version, so it is built once per machine; pip reuses its wheel
+cache) and, in its own process, creates a session, appends, searches, lists and exports on
+a database this release upgraded to head. This release then finds what the previous one
+wrote (the trigger gave its rows their search vectors and grams).
 
 Marked ``slow``: the first run installs the previous release (tens of seconds).
 """
@@ -30,7 +30,8 @@ from hermes_store import SessionDB
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-PREVIOUS_RELEASE = "13d1553"
+PREVIOUS_RELEASES = ("13d1553", "27f8eef")
+"""Main before the online migrations (at revision 0011), and main before revision 0016."""
 
 PREVIOUS_RELEASE_CALLS = textwrap.dedent(
     """
@@ -39,12 +40,13 @@ PREVIOUS_RELEASE_CALLS = textwrap.dedent(
     from hermes_store import SessionDB
     db = SessionDB(url=sys.argv[1])
     db.create_session("old-release", "telegram", model="m")
-    first = db.append_message("old-release", "user", "rolling deploy kubernetes question")
+    first = db.append_message("old-release", "user", "rolling deploy kubernetes question 部署")
     second = db.append_message("old-release", "assistant", "answer", tool_name="terminal")
     print(json.dumps({
         "ids": [first, second],
         "search": [hit["id"] for hit in db.search_messages("kubernetes")],
         "tool_search": [hit["id"] for hit in db.search_messages("terminal")],
+        "pair_search": [hit["id"] for hit in db.search_messages("Kubernetes 部署")],
         "listed": [row["id"] for row in db.list_sessions_rich(limit=10)],
         "exported": [m["content"] for m in db.export_session("old-release")["messages"]],
         "messages": [m["content"] for m in db.get_messages("old-release")],
@@ -60,15 +62,15 @@ CACHE_VARIABLE = "HERMES_TEST_CACHE_DIR"
 on the same machine (a CI job) reuses it."""
 
 
-def _cache_root() -> Path:
+def _cache_root(release: str) -> Path:
     configured = os.environ.get(CACHE_VARIABLE, "").strip()
     base = Path(configured) if configured else Path.home() / ".cache" / "hermes_store_test"
     version = f"py{sys.version_info.major}.{sys.version_info.minor}"
-    return base / f"previous-release-{PREVIOUS_RELEASE}-{version}"
+    return base / f"previous-release-{release}-{version}"
 
 
-@pytest.fixture(scope="session")
-def previous_release_python() -> Path:
+@pytest.fixture(scope="session", params=PREVIOUS_RELEASES)
+def previous_release_python(request: pytest.FixtureRequest) -> Path:
     """The Python of a virtual environment holding the previous release (built once per machine).
 
     Keyed by the release's commit and this interpreter's version. Concurrent runs (xdist
@@ -76,7 +78,8 @@ def previous_release_python() -> Path:
     builds; the environment is built under a private name and renamed into place only once
     complete, so a run killed half-way leaves nothing that looks usable.
     """
-    root = _cache_root()
+    release = str(request.param)
+    root = _cache_root(release)
     root.mkdir(parents=True, exist_ok=True)
     python = root / "venv" / "bin" / "python"
     with open(root / ".lock", "w") as lock:
@@ -87,14 +90,12 @@ def previous_release_python() -> Path:
             source = Path(scratch) / "src"
             source.mkdir()
             archive = subprocess.run(
-                ["git", "-C", str(REPO_ROOT), "archive", "--format=tar", PREVIOUS_RELEASE],
+                ["git", "-C", str(REPO_ROOT), "archive", "--format=tar", release],
                 capture_output=True,
                 check=False,
             )
             if archive.returncode != 0:
-                pytest.skip(
-                    f"commit {PREVIOUS_RELEASE} is not in this checkout: {archive.stderr.decode().strip()}"
-                )
+                pytest.skip(f"commit {release} is not in this checkout: {archive.stderr.decode().strip()}")
             subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
             partial = Path(scratch) / "venv"
             subprocess.run([sys.executable, "-m", "venv", str(partial)], check=True)
@@ -117,7 +118,7 @@ def test_the_previous_release_works_on_a_database_at_head(
     migrate_to(pg_url, "head")
     current = SessionDB(url=pg_url)
     current.create_session("new-release", "cli")
-    current.append_message("new-release", "user", "written by this release about kubernetes")
+    current.append_message("new-release", "user", "written by this release about kubernetes, 部署")
     # Outside the checkout, so that the previous release is imported from its environment.
     result = subprocess.run(
         [str(previous_release_python), "-c", PREVIOUS_RELEASE_CALLS, pg_url],
@@ -132,10 +133,13 @@ def test_the_previous_release_works_on_a_database_at_head(
     first, second = seen["ids"]
     assert sorted(seen["search"]) == sorted([1, first])
     assert seen["tool_search"] == [second]
+    assert sorted(seen["pair_search"]) == sorted([1, first])
     assert "old-release" in seen["listed"] and "new-release" in seen["listed"]
-    assert seen["exported"] == seen["messages"] == ["rolling deploy kubernetes question", "answer"]
+    assert seen["exported"] == seen["messages"] == ["rolling deploy kubernetes question 部署", "answer"]
     try:
         assert {hit["id"] for hit in current.search_messages("kubernetes")} == {1, first}
         assert [hit["id"] for hit in current.search_messages("rolling deploy")] == [first]
+        # The trigger gave the previous release's row this release's grams (revision 0016).
+        assert {hit["id"] for hit in current.search_messages("KUBERNETES 部署")} == {1, first}
     finally:
         current.close()
