@@ -538,8 +538,17 @@ def generate_queries(texts: list[str], per_class: int = 200) -> list[Query]:
                 )
             else:
                 queries.append(Query("mixed", f"{han} NOT {other}", "substring", (((han,), (other,)),)))
-        elif shape < 0.8:
+        elif shape < 0.68:
             queries.append(_sub("mixed", f"{han} {latin.capitalize()}", han, latin.capitalize()))
+        elif shape < 0.8:
+            # Part of a run of ASCII letters and digits (inside a longer word, or a number),
+            # in mixed case, beside a short CJK term: on PostgreSQL its trigrams join the
+            # stored-gram containment (revision 0016), so they must be found inside longer
+            # runs and whatever the case.
+            infix = _substring_of(rng, [source], lambda c: c.isascii() and c.isalnum(), 3, 8)
+            infix = "".join(c.upper() if rng.random() < 0.4 else c for c in infix)
+            short_han = _substring_of(rng, [source], _is_han, 1, 2)
+            queries.append(_sub("mixed", f"{infix} {short_han}", infix, short_han))
         else:
             glued = _substring_of(rng, texts, lambda c: _is_han(c) or ("a" <= c.lower() <= "z"), 4, 9)
             queries.append(
