@@ -13,13 +13,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pg_server
 import pytest
 import sqlalchemy as sa
-from support import REPO_ROOT
+from support import REPO_ROOT, migrate_to
 
 MIGRATOR = "hermes-store migration"
 """``application_name`` of the migration session (``migrations/env.py``)."""
@@ -28,6 +28,17 @@ MIGRATOR = "hermes-store migration"
 def engine_for(url: str) -> sa.Engine:
     """An engine that keeps no connection open after use (a test may drop the database)."""
     return sa.create_engine(url, poolclass=sa.pool.NullPool)
+
+
+def migrate_with_rows(url: str, revision: str, statements: Iterable[str]) -> None:
+    """Migrate the empty database at ``url`` to ``revision``, then run ``statements`` (the
+    rows a migration test needs) in one transaction."""
+    migrate_to(url, revision)
+    engine = engine_for(url)
+    with engine.begin() as connection:
+        for statement in statements:
+            connection.exec_driver_sql(statement)
+    engine.dispose()
 
 
 def scalar(url: str, sql: str) -> object:

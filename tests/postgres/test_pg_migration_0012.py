@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from pg_catalog import catalog, run_psql
+from pg_catalog import catalog, migrate_with_rows, run_psql
 from support import migrate_to
 
 from hermes_store import SessionDB, create_engine
@@ -43,12 +43,7 @@ def _alembic(url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _at_0011_with_rows(url: str) -> None:
-    migrate_to(url, "0011")
-    engine = create_engine(url)
-    with engine.begin() as connection:
-        for statement in ROWS:
-            connection.exec_driver_sql(statement)
-    engine.dispose()
+    migrate_with_rows(url, "0011", ROWS)
 
 
 def _objects(url: str) -> dict[str, object]:

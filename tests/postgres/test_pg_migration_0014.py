@@ -16,7 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg_catalog import MIGRATOR, alembic, alembic_command, catalog, engine_for, scalar, wait_for
+from pg_catalog import (
+    MIGRATOR,
+    alembic,
+    alembic_command,
+    catalog,
+    engine_for,
+    migrate_with_rows,
+    scalar,
+    wait_for,
+)
 from support import REPO_ROOT, migrate_to
 
 from hermes_store import SessionDB
@@ -38,12 +47,7 @@ FILL = (
 
 
 def _at_0013(url: str) -> None:
-    migrate_to(url, "0013")
-    engine = engine_for(url)
-    with engine.begin() as connection:
-        for statement in FILL:
-            connection.exec_driver_sql(statement)
-    engine.dispose()
+    migrate_with_rows(url, "0013", FILL)
 
 
 def _without_progress_table(schema: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from pg_catalog import MIGRATOR, alembic, alembic_command, catalog, engine_for, scalar, wait_for
+from pg_catalog import (
+    MIGRATOR,
+    alembic,
+    alembic_command,
+    catalog,
+    engine_for,
+    migrate_with_rows,
+    scalar,
+    wait_for,
+)
 from support import REPO_ROOT, migrate_to
 
 from hermes_store import SessionDB
@@ -44,12 +53,7 @@ ROWS_DIGEST = "SELECT md5(string_agg(content || coalesce(tool_name, ''), '|' ORD
 
 
 def _at_0014(url: str) -> None:
-    migrate_to(url, "0014")
-    engine = engine_for(url)
-    with engine.begin() as connection:
-        for statement in FILL:
-            connection.exec_driver_sql(statement)
-    engine.dispose()
+    migrate_with_rows(url, "0014", FILL)
 
 
 def _hit_ids(url: str, query: str) -> list[int]:

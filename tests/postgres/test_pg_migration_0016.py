@@ -13,7 +13,7 @@ schema exactly, every row kept.
 from __future__ import annotations
 
 import pytest
-from pg_catalog import alembic, catalog, engine_for, scalar
+from pg_catalog import alembic, catalog, engine_for, migrate_with_rows, scalar
 from support import migrate_to
 
 from hermes_store import SessionDB
@@ -50,12 +50,7 @@ QUERIES = ("them 记忆", "THEM 服务", "selves 服务", "termin 记忆", "3 �
 
 
 def _at_0015(url: str) -> None:
-    migrate_to(url, "0015")
-    engine = engine_for(url)
-    with engine.begin() as connection:
-        for statement in FILL:
-            connection.exec_driver_sql(statement)
-    engine.dispose()
+    migrate_with_rows(url, "0015", FILL)
 
 
 def _hits(url: str) -> dict[str, list[int]]:
@@ -79,12 +74,12 @@ def test_upgrade_adds_the_ascii_trigrams_and_every_search_keeps_its_hits(pg_url:
     assert scalar(pg_url, WRONG_GRAMS) == 0
     assert scalar(pg_url, "SELECT count(*) FROM messages WHERE cjk_grams IS NOT NULL") == ROWS // CJK_EVERY
     assert _hits(pg_url) == before
-    grams = dict(
-        engine_for(pg_url)
-        .connect()
-        .exec_driver_sql("SELECT id, cjk_grams FROM messages WHERE id IN (6, 21, 1, 2)")
-        .all()
-    )
+    engine = engine_for(pg_url)
+    with engine.connect() as connection:
+        grams = dict(
+            connection.exec_driver_sql("SELECT id, cjk_grams FROM messages WHERE id IN (6, 21, 1, 2)").all()
+        )
+    engine.dispose()
     assert grams[1] is None and grams[2] is None
     assert set(grams[6]) == {"记", "忆", "记忆", "the", "hem"}
     # id 21: CJK, a seven: 'themselves 服务 21' and its tool call's JSON.
