@@ -33,20 +33,31 @@ _STANDINS = {
 }
 
 
+def upstream_file(path: str) -> str | None:
+    """The text of ``path`` in upstream Hermes at :data:`COMMIT`, read from the mirror, or
+    ``None`` (with the reason on stderr) when the mirror cannot provide it."""
+    if not MIRROR.exists():
+        print(f"upstream skipped: no Hermes mirror at {MIRROR}", file=sys.stderr)
+        return None
+    shown = subprocess.run(
+        ["git", "-C", str(MIRROR), "show", f"{COMMIT}:{path}"], capture_output=True, text=True
+    )
+    if shown.returncode != 0:
+        print(
+            f"upstream skipped: git show {COMMIT[:8]}:{path} failed: {shown.stderr.strip()}", file=sys.stderr
+        )
+        return None
+    return shown.stdout
+
+
 def upstream_folder() -> Path | None:
     """A temporary folder holding upstream's ``hermes_state.py`` and its stand-ins, or
     ``None`` (with the reason on stderr) when the mirror cannot provide it."""
-    if not MIRROR.exists():
-        print(f"upstream column skipped: no Hermes mirror at {MIRROR}", file=sys.stderr)
-        return None
-    shown = subprocess.run(
-        ["git", "-C", str(MIRROR), "show", f"{COMMIT}:hermes_state.py"], capture_output=True, text=True
-    )
-    if shown.returncode != 0:
-        print(f"upstream column skipped: git show failed: {shown.stderr.strip()}", file=sys.stderr)
+    source = upstream_file("hermes_state.py")
+    if source is None:
         return None
     folder = Path(tempfile.mkdtemp(prefix="hermes-upstream-"))
-    (folder / f"{MODULE_NAME}.py").write_text(shown.stdout, encoding="utf-8")
+    (folder / f"{MODULE_NAME}.py").write_text(source, encoding="utf-8")
     for name, text in _STANDINS.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")

@@ -6,9 +6,11 @@ that test modules never import a ``conftest`` by name.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
+import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +19,16 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TESTS_DIR = REPO_ROOT / "tests"
+
+
+def bench_upstream() -> types.ModuleType:
+    """``benchmarks/upstream.py``, the reader of upstream Hermes from the local mirror,
+    loaded by path (``benchmarks`` is not an installed package)."""
+    spec = importlib.util.spec_from_file_location("bench_upstream", REPO_ROOT / "benchmarks" / "upstream.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def sqlite_url(target: str | os.PathLike[str]) -> str:

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import bench_upstream
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# benchmarks/upstream.py reads the same mirror (benchmarks is not an installed package).
-MIRROR = Path("/work/.mirror/0xK8oX+hermes-agent/repo")
+MIRROR = bench_upstream().MIRROR
 
 ROWS = (
     "1 thread",

@@ -405,13 +405,9 @@ def upstream_module(tmp_path_factory):
     source = UPSTREAM_SOURCE
     if not source.exists():
         # Else upstream's file at its v11 commit, from the Hermes mirror when this machine has one.
-        from support import REPO_ROOT
+        from support import bench_upstream
 
-        extractor_file = REPO_ROOT / "benchmarks" / "upstream.py"
-        extractor = importlib.util.spec_from_file_location("bench_upstream", extractor_file)
-        assert extractor is not None and extractor.loader is not None
-        upstream = importlib.util.module_from_spec(extractor)
-        extractor.loader.exec_module(upstream)
+        upstream = bench_upstream()
         folder = upstream.upstream_folder()
         if folder is None:
             pytest.skip(f"neither {UPSTREAM_SOURCE} nor the Hermes mirror is here; cannot run upstream")

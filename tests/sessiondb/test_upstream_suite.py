@@ -14,26 +14,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import subprocess_env
+from support import bench_upstream, subprocess_env
 
-MIRROR = Path("/work/.mirror/0xK8oX+hermes-agent/repo")
-COMMIT = "c5b4c481656634ff919b214a037b830077d3bbd1"
 UPSTREAM_TESTS = "tests/test_hermes_state.py"
 
 
 def _upstream_test_file(folder: Path) -> Path:
-    if not MIRROR.exists():
-        pytest.skip(f"no Hermes mirror at {MIRROR}: upstream's own tests cannot be read")
-    shown = subprocess.run(
-        ["git", "-C", str(MIRROR), "show", f"{COMMIT}:{UPSTREAM_TESTS}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if shown.returncode != 0:
-        pytest.skip(f"the Hermes mirror has no {UPSTREAM_TESTS} at {COMMIT[:8]}: {shown.stderr.strip()}")
+    source = bench_upstream().upstream_file(UPSTREAM_TESTS)
+    if source is None:
+        pytest.skip(f"upstream's {UPSTREAM_TESTS} cannot be read from the Hermes mirror (reason on stderr)")
     target = folder / "test_hermes_state.py"
-    target.write_text(shown.stdout, encoding="utf-8")
+    target.write_text(source, encoding="utf-8")
     return target
 
 
