@@ -18,7 +18,7 @@ from support import migrate_to
 
 from hermes_store import SessionDB
 from hermes_store.schema.migration_ops import BATCH_ROWS
-from hermes_store.search.postgres import ascii_trigrams
+from hermes_store.search.postgres import MAX_LIFTED_TRIGRAMS, ascii_trigrams
 
 pytestmark = pytest.mark.postgres
 
@@ -162,3 +162,22 @@ def test_downgrade_restores_0015s_grams_and_schema(pg_url: str) -> None:
     assert scalar(pg_url, WRONG_0015_GRAMS) == 0
     assert alembic(pg_url, "upgrade", "head").returncode == 0
     assert scalar(pg_url, WRONG_GRAMS) == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["THEM 记忆", "my.app_Co 记忆", "达成100完成率", "café Ünïcode 记", "a_b-c 12 记 x9Y", "KELVIN 忆"],
+)
+def test_the_stored_trigrams_are_the_ones_a_query_asks_for(pg_url: str, text: str) -> None:
+    """``hermes_search_grams`` (stored) and :func:`ascii_trigrams` (asked for) are one
+    definition written twice, in SQL and in Python: on a text short enough not to be
+    thinned, the trigrams beside the CJK grams are exactly the query side's."""
+    migrate_to(pg_url, "head")
+    engine = engine_for(pg_url)
+    with engine.connect() as connection:
+        stored, cjk = connection.exec_driver_sql(
+            "SELECT hermes_search_grams(%(t)s), hermes_cjk_grams(%(t)s)", {"t": text}
+        ).one()
+    engine.dispose()
+    assert len(ascii_trigrams(text)) < MAX_LIFTED_TRIGRAMS
+    assert sorted(set(stored) - set(cjk)) == sorted(ascii_trigrams(text))
