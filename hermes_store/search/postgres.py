@@ -341,16 +341,18 @@ def _substring_hits(
     记忆 (143 ms) to find the other two.
     """
     grams_source = cjk_grams_source(db)
-    with_trigrams = grams_source == STORED_CJK_GRAMS and grams_hold_ascii_trigrams(db)
+    narrowed = grams_source is not None and any(
+        required_cjk_grams(term) for group in plan.groups for term in group.required
+    )
+    # Asked only when a gram condition is written: a database not yet at 0016 costs a
+    # look at its revision per search, which other substring searches need not pay.
+    with_trigrams = narrowed and grams_source == STORED_CJK_GRAMS and grams_hold_ascii_trigrams(db)
     condition, terms = _substring_condition(
         plan, params, grams_source=grams_source, ascii_trigrams_in_grams=with_trigrams
     )
     if not terms:
         return []
     source, where = _filters(filters, params)
-    narrowed = grams_source is not None and any(
-        required_cjk_grams(term) for group in plan.groups for term in group.required
-    )
     # The bounded windows' form of a narrowed search (the others use ``condition`` only).
     checked, checked_params = condition, params
     if narrowed:
