@@ -82,6 +82,7 @@ def test_wheel_ships_typing_marker_and_the_whole_migration_history(wheel: Path) 
         "hermes_store/migrations/__init__.py",
         "hermes_store/migrations/env.py",
         "hermes_store/migrations/script.py.mako",
+        "hermes_store/schema/sqlite_head.json",
         *(f"hermes_store/migrations/versions/{name}" for name in REVISION_FILES),
     }
     assert required <= names, sorted(required - names)
@@ -108,13 +109,26 @@ INSTALLED_PROBE = textwrap.dedent(
     import hermes_state
     assert hermes_state.SCHEMA_VERSION == 11 and hermes_state.__name__ == "hermes_store.hermes_state"
 
-    hermes_store.upgrade(sys.argv[1])
-    conn = sqlite3.connect(sys.argv[1])
+    hermes_store.upgrade(sys.argv[1])  # a new file: made from the shipped head snapshot
+    stepped = sys.argv[1] + ".stepped"  # through the shipped Alembic scripts
+    hermes_store.upgrade(stepped, "0011")
+    hermes_store.upgrade(stepped)
+
+    def read(path, sql):
+        conn = sqlite3.connect(path)
+        try:
+            return conn.execute(sql).fetchall()
+        finally:
+            conn.close()
+
+    catalog = "SELECT type, name, sql FROM sqlite_master ORDER BY type, name"
     print(json.dumps({
         "package": hermes_store.__file__,
         "migrations": hermes_store.migrations.__file__,
-        "revision": conn.execute("SELECT version_num FROM alembic_version").fetchall(),
-        "schema_version": conn.execute("SELECT version FROM schema_version").fetchall(),
+        "alembic_imported": "alembic" in sys.modules,
+        "revision": read(sys.argv[1], "SELECT version_num FROM alembic_version"),
+        "schema_version": read(sys.argv[1], "SELECT version FROM schema_version"),
+        "same_catalog": read(sys.argv[1], catalog) == read(stepped, catalog),
     }))
     """
 )
@@ -151,3 +165,5 @@ def test_installed_wheel_upgrades_a_new_database_to_head_outside_the_checkout(
     assert Path(report["migrations"]).is_relative_to(target)
     assert report["revision"] == [["0016"]]
     assert report["schema_version"] == [[11]]
+    assert report["alembic_imported"] is True  # the stepped file ran the installed scripts
+    assert report["same_catalog"] is True

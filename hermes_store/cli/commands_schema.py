@@ -123,6 +123,13 @@ def _report_change(
     if steps == 0 and before == after:
         out.print(f"{target.describe()}: already at {_describe_state(after)}; nothing to do.")
         return
+    if steps == 0 and before.empty:
+        # A new SQLite file: made from the head snapshot (hermes_store.schema.sqlite_head).
+        out.print(
+            f"Created {target.describe()}: {_describe_state(before)} → {_describe_state(after)} "
+            "(the schema of the whole history, in one step)"
+        )
+        return
     out.print(
         f"{verb} {target.describe()}: {_describe_state(before)} → {_describe_state(after)} "
         f"({steps} revision{'s' if steps != 1 else ''} applied)"

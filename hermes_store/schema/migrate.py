@@ -27,7 +27,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -40,6 +40,7 @@ from hermes_store.errors import SchemaBehind
 from hermes_store.schema.legacy import NewerSchemaWarning
 from hermes_store.schema.revisions import OLDEST_RUNNABLE_REVISION, History, history
 from hermes_store.schema.revisions import migrations_path as migrations_path
+from hermes_store.schema.sqlite_head import create_if_empty
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -293,8 +294,6 @@ def _run_alembic(
     script_location: str | None,
     progress: ProgressFn | None = None,
 ) -> None:
-    from alembic import command
-
     engine, owned = _as_engine(target)
     attributes: dict[str, Any] = {"progress": progress}
 
@@ -303,19 +302,28 @@ def _run_alembic(
             # Online: env.py takes the migrators' session lock and runs each step in its
             # own transaction (a transaction held here would make it one again).
             config = alembic_config(script_location=script_location, connection=engine, **attributes)
-            getattr(command, verb)(config, revision)
+            _alembic_command(verb)(config, revision)
             return
         # One transaction: if another process is migrating (a large backfill can outlast
         # the 1 s busy timeout), everything rolls back and the retry re-checks the state.
         with write_engine(engine).connect() as connection, connection.begin():
+            # A new file takes the head snapshot (no Alembic import: it is deferred to here).
+            if verb == "upgrade" and script_location is None and create_if_empty(connection, revision):
+                return
             config = alembic_config(script_location=script_location, connection=connection, **attributes)
-            getattr(command, verb)(config, revision)
+            _alembic_command(verb)(config, revision)
 
     try:
         _waiting_out_other_migrators(run, f"running the schema {verb}")
     finally:
         if owned:
             engine.dispose()
+
+
+def _alembic_command(verb: str) -> Callable[[Config, str], None]:
+    from alembic import command
+
+    return cast(Callable[["Config", str], None], getattr(command, verb))
 
 
 def current_revision(target: Engine | str | os.PathLike[str] | None = None) -> str | None:

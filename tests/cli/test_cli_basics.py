@@ -134,6 +134,8 @@ def test_progress_bars_are_drawn_on_a_terminal(runner: CliRunner, seeded_db: Pat
         cli, ["--db", str(seeded_db), "backup", str(tmp_path / "b.db"), "--pages", "1"], env=env
     )
     assert "Backing up" in backup.stderr
+    older = runner.invoke(cli, ["--db", str(tmp_path / "new.db"), "upgrade", "0011"], env=env)
+    assert older.exit_code == 0
     upgrade = runner.invoke(cli, ["--db", str(tmp_path / "new.db"), "upgrade"], env=env)
     assert "upgrade 0011 -> 0012" in upgrade.stderr
 

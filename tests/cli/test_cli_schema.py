@@ -28,9 +28,17 @@ def _versions(path: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, 
 def test_upgrade_creates_a_store_and_is_idempotent(invoke: Invoke, tmp_path: Path) -> None:
     path = tmp_path / "fresh.db"
     first = invoke("upgrade", db=path)
-    assert "empty (no schema) → 0016 (head) (16 revisions applied)" in first.output
+    assert "Created" in first.output
+    assert "empty (no schema) → 0016 (head) (the schema of the whole history, in one step)" in first.output
     assert _versions(path) == ([("0016",)], [(11,)])
     assert "already at 0016 (head); nothing to do" in invoke("upgrade", db=path).output
+
+
+def test_upgrade_of_a_new_file_to_an_older_revision_runs_the_scripts(invoke: Invoke, tmp_path: Path) -> None:
+    path = tmp_path / "stepped.db"
+    assert "empty (no schema) → 0011 (11 revisions applied)" in invoke("upgrade", "0011", db=path).output
+    assert "0011 → 0016 (head) (5 revisions applied)" in invoke("upgrade", db=path).output
+    assert _versions(path) == ([("0016",)], [(11,)])
 
 
 def test_downgrade_and_upgrade_keep_rows(invoke: Invoke, seeded_db: Path) -> None:

@@ -381,8 +381,14 @@ def test_opening_an_up_to_date_database_does_not_import_alembic(db_path: Path, t
     assert up_to_date["alembic_imported"] is False
     assert up_to_date["revision"] == "0016"
     print(f"ensure_schema on an up-to-date database took {up_to_date['elapsed_ms']} ms")
-    # The probe can see the import: opening a database that needs migrating does import it.
-    needs_work = run_probe(tmp_path / "fresh.db", tmp_path)
+    # A new file is created from the head snapshot (hermes_store.schema.sqlite_head), no
+    # Alembic either; the probe can see the import: a legacy file that needs migrating does.
+    fresh = run_probe(tmp_path / "fresh.db", tmp_path)
+    assert fresh["alembic_imported"] is False
+    assert fresh["revision"] == "0016"
+    legacy = tmp_path / "legacy.db"
+    build_legacy_db(legacy, 10)
+    needs_work = run_probe(legacy, tmp_path)
     assert needs_work["alembic_imported"] is True
     assert needs_work["revision"] == "0016"
 
