@@ -67,3 +67,21 @@ def test_quick_benchmark_runs_every_scenario(tmp_path: Path) -> None:
     text = markdown.read_text(encoding="utf-8")
     assert "| scenario | figure |" in text
     assert "python -m benchmarks.run --quick" in text
+
+
+def test_new_store_benchmark_reports_every_side(tmp_path: Path) -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_new_store", "--rounds", "1", "--files", "2"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines() if line.endswith("ms") or "×)" in line}
+    assert {"sqlite3", "hermes_store"} <= set(rows), proc.stdout
+    assert "load average before" in proc.stdout
