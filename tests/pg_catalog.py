@@ -25,6 +25,17 @@ MIGRATOR = "hermes-store migration"
 """``application_name`` of the migration session (``migrations/env.py``)."""
 
 
+def revision_module(revision: str) -> Any:
+    """The module of a shipped revision script (its SQL constants), through Alembic's API."""
+    from alembic.script import ScriptDirectory
+
+    from hermes_store.schema.revisions import migrations_path
+
+    script = ScriptDirectory(migrations_path()).get_revision(revision)
+    assert script is not None, revision
+    return script.module
+
+
 def engine_for(url: str) -> sa.Engine:
     """An engine that keeps no connection open after use (a test may drop the database)."""
     return sa.create_engine(url, poolclass=sa.pool.NullPool)
@@ -39,6 +50,19 @@ def migrate_with_rows(url: str, revision: str, statements: Iterable[str]) -> Non
         for statement in statements:
             connection.exec_driver_sql(statement)
     engine.dispose()
+
+
+def search_hits(url: str, queries: Iterable[str], limit: int) -> dict[str, list[int]]:
+    """The ids each query finds through this release's ``search_messages`` (at most
+    ``limit``: above the rows' count, every hit), sorted."""
+    from hermes_store import SessionDB
+
+    db = SessionDB(url=url)
+    try:
+        found = {query: db.search_messages(query, limit=limit) for query in queries}
+        return {query: sorted(int(hit["id"]) for hit in hits) for query, hits in found.items()}
+    finally:
+        db.close()
 
 
 def scalar(url: str, sql: str) -> object:

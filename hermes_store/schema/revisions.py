@@ -55,6 +55,11 @@ ASCII_TRIGRAMS_REVISION = "0016"
 trigrams of its text, so a Latin term beside a short CJK term is looked up there too
 instead of in ``pg_trgm``'s index of every message."""
 
+WORD_PAIRS_REVISION = "0017"
+"""The revision from which PostgreSQL indexes each message's adjacent word pairs
+(``idx_messages_word_pairs`` over ``hermes_word_pairs(search_vector)``), so a quoted
+phrase finds its candidates there instead of in its words' posting lists."""
+
 _ASSIGNMENT = r"^{name}\s*(?::[^=\n]+)?=\s*(?:None|[\"']([^\"'\n]+)[\"'])"
 _REVISION = re.compile(_ASSIGNMENT.format(name="revision"), re.MULTILINE)
 _DOWN_REVISION = re.compile(_ASSIGNMENT.format(name="down_revision"), re.MULTILINE)

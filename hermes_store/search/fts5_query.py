@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 
 from hermes_store.search.unicode61 import MAX_LEXEME_BYTES, quote_lexeme, words
 
-__all__ = ["to_tsquery_text"]
+__all__ = ["required_word_pairs", "to_tsquery_text"]
 
 # A quoted string ("" inside is one quote), a star, an operator or a bareword; anything
 # else separates (the sanitiser leaves nothing else, and FTS5 would reject it).
@@ -53,8 +54,17 @@ def _lex(match: str) -> list[str | _Term]:
     return items
 
 
-Node = str | None
-"""A rendered ``tsquery`` fragment, or ``None`` for "matches nothing"."""
+@dataclass(frozen=True)
+class _Node:
+    """A rendered ``tsquery`` fragment, and the adjacent word pairs (``"a b"``) every
+    message it matches holds."""
+
+    text: str
+    pairs: frozenset[str]
+
+
+Node = _Node | None
+"""A parsed fragment, or ``None`` for "matches nothing"."""
 
 
 def _phrase(term: _Term) -> Node:
@@ -64,30 +74,54 @@ def _phrase(term: _Term) -> Node:
     parts = [quote_lexeme(token) for token in tokens]
     if term.prefix:
         parts[-1] += ":*"
-    return parts[0] if len(parts) == 1 else "(" + " <-> ".join(parts) + ")"
+    # A prefix word is not a whole lexeme: no pair ends in it.
+    whole = tokens[:-1] if term.prefix else tokens
+    pairs = frozenset(f"{left} {right}" for left, right in pairwise(whole))
+    if len(parts) == 1:
+        return _Node(parts[0], pairs)
+    return _Node("(" + " <-> ".join(parts) + ")", pairs)
 
 
 def _implicit_and(terms: list[_Term]) -> Node:
     phrases = [phrase for phrase in (_phrase(term) for term in terms) if phrase is not None]
     if not phrases:
         return None
-    return phrases[0] if len(phrases) == 1 else "(" + " & ".join(phrases) + ")"
+    if len(phrases) == 1:
+        return phrases[0]
+    text = "(" + " & ".join(phrase.text for phrase in phrases) + ")"
+    return _Node(text, frozenset().union(*(phrase.pairs for phrase in phrases)))
 
 
 def _combine(operator: str, left: Node, right: Node) -> Node:
     if operator == "OR":
         if left is None or right is None:
             return left if right is None else right
-        return f"({left} | {right})"
+        # Only a pair both sides require is required of every match.
+        return _Node(f"({left.text} | {right.text})", left.pairs & right.pairs)
     if left is None:
         return None  # nothing AND x, nothing NOT x
     if right is None:
         return None if operator == "AND" else left
-    return f"({left} & {right})" if operator == "AND" else f"({left} & !{right})"
+    if operator == "AND":
+        return _Node(f"({left.text} & {right.text})", left.pairs | right.pairs)
+    return _Node(f"({left.text} & !{right.text})", left.pairs)
 
 
 def to_tsquery_text(match: str) -> str | None:
     """The ``tsquery`` for the sanitised FTS5 query ``match``, or ``None`` when it matches nothing."""
+    parsed = _parse(match)
+    return None if parsed is None else parsed.text
+
+
+def required_word_pairs(match: str) -> list[str]:
+    """The adjacent word pairs (``"a b"``, lexemes as stored) that every message matching
+    the sanitised FTS5 query ``match`` holds, sorted: those of its phrases that the query
+    requires (an ``OR`` keeps the pairs both sides require, ``NOT`` none of its right side)."""
+    parsed = _parse(match)
+    return [] if parsed is None else sorted(parsed.pairs)
+
+
+def _parse(match: str) -> Node:
     operands: list[Node] = []
     operators: list[str] = []
     run: list[_Term] = []

@@ -42,11 +42,12 @@ from hermes_store.schema.revisions import (
     SEARCH_OBJECTS_REVISION,
     STORED_GRAMS_REVISION,
     UNICODE61_REVISION,
+    WORD_PAIRS_REVISION,
     history,
 )
 from hermes_store.search.cjk import is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters
-from hermes_store.search.fts5_query import to_tsquery_text
+from hermes_store.search.fts5_query import required_word_pairs, to_tsquery_text
 from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, has_ascii_letter, like_pattern
 
 STORED_TSVECTOR = "m.search_vector"
@@ -223,12 +224,14 @@ def _word_hits(
     the order means; a caller asking for more hits than exist gets every one.
     """
     params: dict[str, Any] = {}
+    pairs: list[str] = []
     if has_unicode61_vectors(db):
         tsquery = to_tsquery_text(match)
         if tsquery is None:
             return []
         params["q"] = tsquery
         query = "CAST(:q AS tsquery)"
+        pairs = required_word_pairs(match)
     else:
         legacy = tsquery_sql(match, params)
         if legacy is None:
@@ -241,7 +244,7 @@ def _word_hits(
     if newest is None:
         return []
 
-    def ranked(matched: str, newest_slice: bool) -> str:
+    def ranked(matched: str, newest_slice: bool, narrowed_by: str = "") -> str:
         # The tsquery is written out where it is used (not read from a CTE) so the planner
         # folds it to a constant and estimates its matches from the GIN statistics. The
         # newest slice needs no upper bound (nothing is newer); one would make the key look
@@ -250,7 +253,7 @@ def _word_hits(
         return f"""
             SELECT m.id, ts_rank({vector}, {query}) AS score
             FROM {source}
-            WHERE {matched} @@ {query} AND m.id > :floor {below} {where}
+            WHERE {narrowed_by}{matched} @@ {query} AND m.id > :floor {below} {where}
             ORDER BY score DESC, m.id DESC
             LIMIT :wanted
         """
@@ -263,8 +266,15 @@ def _word_hits(
     # phrase's slices checked up to 65,536 ids: the costliest phrase took 120-160 ms,
     # against 92-97 ms looked up). A computed vector (a store before revision 0012) would
     # cost a to_tsvector per row instead: it keeps its index.
-    checked = ranked(f"COALESCE({vector}, ''::tsvector)" if vector == STORED_TSVECTOR else vector, True)
-    looked_up = ranked(vector, False)
+    unindexed = f"COALESCE({vector}, ''::tsvector)" if vector == STORED_TSVECTOR else vector
+    checked = ranked(unindexed, True)
+    if pairs and vector == STORED_TSVECTOR and _reaches(db, WORD_PAIRS_REVISION):
+        # A phrase's older slices find their candidates in the word-pair index (revision
+        # 0017) and only check the vector on them: its words' posting lists would hand
+        # back every message holding the words, side by side or not.
+        looked_up = ranked(unindexed, False, _word_pairs_condition(pairs, params) + " AND ")
+    else:
+        looked_up = ranked(vector, False)
     # Each window is the slice of ids older than the last; a row's score does not depend
     # on the other rows, so ranking the slices' best and merging them ranks their union.
     rows: list[tuple[Any, ...]] = []
@@ -281,6 +291,26 @@ def _word_hits(
     if not page:
         return []
     return _word_page(db, query, params, page)
+
+
+WORD_PAIRS = f"hermes_word_pairs({STORED_TSVECTOR})"
+"""Revision 0017's indexed expression: the hashes of a stored vector's adjacent word pairs."""
+MAX_LOOKED_UP_PAIRS = 8
+"""A long phrase asks the index for this many of its pairs, spread over it: each key of a
+GIN containment is read, and a few pairs already leave few candidates to check."""
+
+
+def _word_pairs_condition(pairs: Sequence[str], params: dict[str, Any]) -> str:
+    """The containment that finds the messages holding every one of ``pairs`` (at most
+    :data:`MAX_LOOKED_UP_PAIRS` of them) in ``idx_messages_word_pairs``; the values are
+    bound, and ``hashtext`` of a bound value folds to a constant when the plan is made."""
+    if len(pairs) > MAX_LOOKED_UP_PAIRS:
+        step = (len(pairs) - 1) / (MAX_LOOKED_UP_PAIRS - 1)
+        pairs = [pairs[round(i * step)] for i in range(MAX_LOOKED_UP_PAIRS)]
+    names = [f"w{i}" for i in range(len(pairs))]
+    params.update(zip(names, pairs, strict=True))
+    hashes = ", ".join(f"hashtext(CAST(:{name} AS text))" for name in names)
+    return f"{WORD_PAIRS} @> ARRAY[{hashes}]"
 
 
 def _next_word_window(covered: int, found: int, wanted: int) -> int:

@@ -13,7 +13,7 @@ schema exactly, every row kept.
 from __future__ import annotations
 
 import pytest
-from pg_catalog import alembic, catalog, engine_for, migrate_with_rows, scalar
+from pg_catalog import alembic, catalog, engine_for, migrate_with_rows, scalar, search_hits
 from support import migrate_to
 
 from hermes_store import SessionDB
@@ -54,14 +54,7 @@ def _at_0015(url: str) -> None:
 
 
 def _hits(url: str) -> dict[str, list[int]]:
-    db = SessionDB(url=url)
-    try:
-        return {
-            query: sorted(int(hit["id"]) for hit in db.search_messages(query, limit=ROWS + 1))
-            for query in QUERIES
-        }
-    finally:
-        db.close()
+    return search_hits(url, QUERIES, limit=ROWS + 1)
 
 
 def test_upgrade_adds_the_ascii_trigrams_and_every_search_keeps_its_hits(pg_url: str) -> None:

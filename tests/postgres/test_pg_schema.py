@@ -1,4 +1,4 @@
-"""Revisions 0001–0016 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
+"""Revisions 0001–0017 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
         "idx_messages_cjk_grams",
         "idx_messages_stored_cjk_grams",
         "idx_messages_session_id",
+        "idx_messages_word_pairs",
     } <= message_indexes
     assert "idx_messages_fts" not in message_indexes  # replaced by the stored vector's index
     with create_engine(pg_url).connect() as connection:
@@ -52,7 +53,7 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
             connection.exec_driver_sql("SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'").scalar()
             == 1
         )
-    assert current_revision(pg_url) == "0016"
+    assert current_revision(pg_url) == "0017"
 
 
 def test_epoch_seconds_keep_microseconds(pg_url: str) -> None:

@@ -113,6 +113,13 @@ def explain_all(db: SessionDB, call: Any) -> tuple[Any, list[list[dict[str, Any]
     return result, plans
 
 
+def index_conditions(plans: list[list[dict[str, Any]]]) -> str:
+    """Every index and recheck condition of the plans, as one text."""
+    return " ".join(
+        str(node.get(key, "")) for nodes in plans for node in nodes for key in ("Index Cond", "Recheck Cond")
+    )
+
+
 def assert_no_message_scan(plans: list[list[dict[str, Any]]], *indexes: str) -> None:
     """No plan scans ``messages`` sequentially; every named index appears in some plan.
 
@@ -135,7 +142,7 @@ def assert_no_message_scan(plans: list[list[dict[str, Any]]], *indexes: str) -> 
     [
         ("zebrafinch", ZEBRA, "idx_messages_search_vector"),
         ("quokka deploys", QUOKKA, "idx_messages_search_vector"),
-        ('"deploys fast"', QUOKKA, "idx_messages_search_vector"),
+        ('"deploys fast"', QUOKKA, "idx_messages_word_pairs"),  # a phrase: its adjacent pairs
         ("zebra*", ZEBRA, "idx_messages_search_vector"),
         ("zebrafinch OR quokka", ZEBRA + QUOKKA - MESSAGES // (997 * 1499), "idx_messages_search_vector"),
         ("zebrafinch NOT quokka", ZEBRA, "idx_messages_search_vector"),
@@ -275,7 +282,19 @@ def test_a_latin_term_beside_a_cjk_term_is_looked_up_in_the_stored_grams(
     assert_no_message_scan(plans, "idx_messages_stored_cjk_grams")
     used = {node.get("Index Name") for nodes in plans for node in nodes}
     assert "idx_messages_trgm" not in used, used
-    conditions = " ".join(
-        str(node.get(key, "")) for nodes in plans for node in nodes for key in ("Index Cond", "Recheck Cond")
-    )
+    conditions = index_conditions(plans)
     assert "cjk_grams @>" in conditions
+
+
+@pytest.mark.parametrize("query", ['"deploys fast"', '"quokka deploys fast"', '"quokka deploys fa"*'])
+def test_a_phrase_is_looked_up_in_the_word_pair_index(big_store: SessionDB, query: str) -> None:
+    """From revision 0017 a phrase's older slices find their candidates by its adjacent word
+    pairs (``hermes_word_pairs``), not by its words' posting lists, and only check the
+    stored vector on them; a phrase ending in a prefix uses the pairs before it."""
+    results, plans = explain_all(big_store, lambda: big_store.search_messages(query, limit=200))
+    assert len(results) == QUOKKA
+    assert_no_message_scan(plans, "idx_messages_word_pairs")
+    used = {node.get("Index Name") for nodes in plans for node in nodes}
+    assert "idx_messages_search_vector" not in used, used
+    conditions = index_conditions(plans)
+    assert "hermes_word_pairs(search_vector) @>" in conditions

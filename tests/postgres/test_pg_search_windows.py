@@ -71,16 +71,21 @@ class Read(NamedTuple):
     windows: list[tuple[int, int]]
     """(floor, ceiling) of each window, in the order read."""
     checked: list[bool]
-    """Per window: its vectors checked one by one (the ``COALESCE`` form no index serves)."""
+    """Per window: its vectors checked one by one (the ``COALESCE`` form no index serves),
+    without the word-pair index (revision 0017) finding candidates first."""
+    paired: list[bool]
+    """Per window: its candidates found in the word-pair index, then checked."""
 
 
 def _read(store: SessionDB, query: str, **kwargs: Any) -> Read:
-    read = Read([], [], [])
+    read = Read([], [], [], [])
 
     def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
         if "WITH hits AS" in statement or "ts_rank" in statement:
             read.windows.append((parameters["floor"], parameters["ceiling"]))
-            read.checked.append("COALESCE(m.search_vector" in statement)
+            paired = "hermes_word_pairs(" in statement
+            read.checked.append("COALESCE(m.search_vector" in statement and not paired)
+            read.paired.append(paired)
 
     sa.event.listen(store.engine, "before_cursor_execute", record)
     try:
@@ -94,7 +99,7 @@ def test_a_common_pair_is_found_in_the_second_window_without_reading_the_rest(
     store: SessionDB, small_windows: None
 ) -> None:
     expected = _expected(store, "the", "记忆")
-    hits, windows, _ = _read(store, "the 记忆", limit=20)
+    hits, windows, *_ = _read(store, "the 记忆", limit=20)
     assert hits == expected[:20]
     newest = max(_expected(store, "plain"))
     # 5 hits among the 16 newest ids predict 40 in the next 128: enough for the other 15.
@@ -102,7 +107,7 @@ def test_a_common_pair_is_found_in_the_second_window_without_reading_the_rest(
 
 
 def test_a_rare_pair_goes_from_the_first_window_to_the_rest(store: SessionDB, small_windows: None) -> None:
-    hits, windows, _ = _read(store, "zork 记忆", limit=20)
+    hits, windows, *_ = _read(store, "zork 记忆", limit=20)
     assert hits == _expected(store, "zork", "记忆") == [170, 41, 40]
     newest = max(_expected(store, "plain"))
     assert windows == [(newest - FIRST, newest), (0, newest - FIRST)]
@@ -116,11 +121,11 @@ def test_a_page_the_second_window_cannot_fill_is_completed_from_the_rest(
     first = (newest - FIRST, newest)
     # 5 hits in the first window predict 40 more in the second: enough for a page of 38,
     # so the second runs, and the rest of the store completes what it did not hold.
-    hits, windows, _ = _read(store, "the 记忆", limit=38)
+    hits, windows, *_ = _read(store, "the 记忆", limit=38)
     assert hits == expected[:38]
     assert windows == [first, (newest - FIRST - SECOND, newest - FIRST), (0, newest - FIRST - SECOND)]
     # Not enough for a page of 50: straight to the rest.
-    hits, windows, _ = _read(store, "the 记忆", limit=50)
+    hits, windows, *_ = _read(store, "the 记忆", limit=50)
     assert hits == expected
     assert windows == [first, (0, newest - FIRST)]
 
@@ -132,7 +137,7 @@ def test_pages_of_every_size_and_offset_are_the_brute_force_answer(
     expected = _expected(store, *query.split())
     for limit in (1, 5, 20, 50):
         for offset in (0, 3, 17, 40):
-            hits, _, _ = _read(store, query, limit=limit, offset=offset)
+            hits, *_ = _read(store, query, limit=limit, offset=offset)
             assert hits == expected[offset : offset + limit], (limit, offset)
 
 
@@ -173,7 +178,7 @@ def test_word_slices_are_disjoint_and_a_large_limit_gets_every_hit(
     store: SessionDB, small_word_windows: None, query: str, limit: int
 ) -> None:
     expected = _word_expected(store, query)
-    hits, windows, _ = _read(store, query, limit=limit)
+    hits, windows, *_ = _read(store, query, limit=limit)
     assert len(hits) == len(set(hits)) == min(limit, len(expected))
     assert set(hits) <= expected
     if limit >= len(expected):
@@ -191,7 +196,7 @@ def test_a_common_word_is_answered_from_the_newest_slice_checked_one_by_one(
     store: SessionDB, small_word_windows: None
 ) -> None:
     newest = max(_expected(store, "plain"))
-    hits, windows, checked = _read(store, "plain", limit=10)
+    hits, windows, checked, _ = _read(store, "plain", limit=10)
     assert hits == list(range(newest, newest - 10, -1))  # equal scores: newest first
     assert windows == [(newest - FIRST, newest)]
     assert checked == [True]
@@ -201,7 +206,7 @@ def test_a_rare_word_widens_eightfold_and_is_looked_up_in_the_index(
     store: SessionDB, small_word_windows: None
 ) -> None:
     newest = max(_expected(store, "plain"))
-    hits, windows, checked = _read(store, "zork", limit=20)
+    hits, windows, checked, _ = _read(store, "zork", limit=20)
     assert sorted(hits) == [40, 41, 170]
     assert windows == [(newest - 16, newest), (newest - 128, newest - 16), (newest - 1024, newest - 128)]
     # Nothing in the newest slice: the query is rare, the index finds the rest.
@@ -213,8 +218,10 @@ def test_slices_after_matches_are_sized_by_their_rate(
     store: SessionDB, small_word_windows: None, query: str
 ) -> None:
     newest = max(_expected(store, "plain"))
-    hits, windows, checked = _read(store, query, limit=12)
+    hits, windows, checked, paired = _read(store, query, limit=12)
     assert len(hits) == 12
     # 5 of the 16 newest ids match: 12 wanted, half as much again, at that rate: 57 ids.
     assert windows == [(newest - 16, newest), (newest - 57, newest - 16)]
     assert checked == [True, False]
+    # The older slice of a phrase finds its candidates by the phrase's word pair.
+    assert paired == [False, query.startswith('"')]

@@ -17,8 +17,9 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pg_catalog import revision_module
 
-from hermes_store.search.fts5_query import to_tsquery_text
+from hermes_store.search.fts5_query import required_word_pairs, to_tsquery_text
 from hermes_store.search.sanitize import sanitize_fts5_query
 from hermes_store.search.unicode61 import MAX_POSITION, postgres_vector_functions, words
 
@@ -104,6 +105,7 @@ def pg(pg_admin_url: str) -> Iterator[sa.Connection]:
         with engine.connect() as connection:
             for statement in postgres_vector_functions("u61"):
                 connection.exec_driver_sql(statement)
+            connection.exec_driver_sql(revision_module("0017").CREATE_PAIRS_FUNCTION)
             yield connection
     finally:
         engine.dispose()
@@ -129,6 +131,47 @@ def _server_positions(pg: sa.Connection, text: str) -> dict[str, list[int]]:
 @given(texts)
 def test_the_sql_tokenizer_gives_the_python_words_and_positions(pg: sa.Connection, text: str) -> None:
     assert _server_positions(pg, text) == _positions(text)
+
+
+PAIRS_HELD = "hermes_word_pairs(v) @> ARRAY(SELECT hashtext(p) FROM unnest(CAST(:pairs AS text[])) AS p)"
+
+
+def _adjacent_pairs(text: str) -> set[str]:
+    """The pairs of words at adjacent positions, as the stored vector places them."""
+    placed = [(position, word) for word, positions in _positions(text).items() for position in positions]
+    at: dict[int, list[str]] = {}
+    for position, word in placed:
+        at.setdefault(position, []).append(word)
+    return {f"{a} {b}" for position, firsts in at.items() for a in firsts for b in at.get(position + 1, [])}
+
+
+def _server_pairs(pg: sa.Connection, text: str) -> set[int]:
+    return set(pg.execute(sa.text("SELECT hermes_word_pairs(u61(:doc))"), {"doc": text}).scalar() or [])
+
+
+def _hashes(pg: sa.Connection, pairs: set[str]) -> set[int]:
+    sql = "SELECT array_agg(hashtext(p)) FROM unnest(CAST(:pairs AS text[])) AS p"
+    return set(pg.execute(sa.text(sql), {"pairs": sorted(pairs)}).scalar() or [])
+
+
+@pytest.mark.postgres
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts)
+def test_the_word_pair_function_holds_the_adjacent_pairs_of_the_words(pg: sa.Connection, text: str) -> None:
+    assert _server_pairs(pg, text) == _hashes(pg, _adjacent_pairs(text))
+
+
+@pytest.mark.postgres
+def test_word_pairs_past_the_last_position_pair_the_last_word_with_every_clamped_one(
+    pg: sa.Connection,
+) -> None:
+    # Words past position 16,383 all stand at 16,383: the phrase operator finds the word at
+    # 16,382 beside any of them, and so must the pairs.
+    text = " ".join(f"w{i}" for i in range(16_400))
+    expected = _adjacent_pairs(text)
+    assert {"w16381 w16382", "w16381 w16399"} <= expected
+    assert _server_pairs(pg, text) == _hashes(pg, expected)
+    assert _server_pairs(pg, "") == set()
 
 
 @pytest.mark.postgres
@@ -173,7 +216,7 @@ def test_fts5_queries_find_on_postgresql_what_they_find_in_fts5(pg: sa.Connectio
         ),
         {"texts": corpus},
     )
-    checked = 0
+    checked = with_pairs = 0
     for _ in range(600):
         query = " ".join(rng.choice(QUERY_PARTS) for _ in range(rng.randint(1, 5)))
         match = sanitize_fts5_query(query)
@@ -186,8 +229,18 @@ def test_fts5_queries_find_on_postgresql_what_they_find_in_fts5(pg: sa.Connectio
             rows = pg.execute(sa.text("SELECT id FROM docs WHERE v @@ CAST(:q AS tsquery)"), {"q": tsquery})
             found = {row[0] for row in rows}
         assert found == expected, (query, match, tsquery)
+        pairs = required_word_pairs(match)
+        if tsquery is not None and pairs:
+            # Every match holds the pairs the query requires (revision 0017's index finds them).
+            narrowed = pg.execute(
+                sa.text(f"SELECT id FROM docs WHERE {PAIRS_HELD} AND v @@ CAST(:q AS tsquery)"),
+                {"q": tsquery, "pairs": pairs},
+            )
+            assert {row[0] for row in narrowed} == found, (query, match, pairs)
+            with_pairs += 1
         checked += 1
     assert checked > 500
+    assert with_pairs > 100
 
 
 def test_fts5_grammar_becomes_tsquery_text() -> None:
@@ -202,3 +255,21 @@ def test_fts5_grammar_becomes_tsquery_text() -> None:
     assert to_tsquery_text('"..." AND foo') is None
     assert to_tsquery_text("OR") is None
     assert to_tsquery_text("it's") == "('it' <-> 's')"
+
+
+def test_required_word_pairs_follow_the_query_grammar() -> None:
+    assert required_word_pairs('"any does"') == ["any does"]
+    assert required_word_pairs('"does does"') == ["does does"]
+    assert required_word_pairs('"a b c" d') == ["a b", "b c"]
+    assert required_word_pairs("my.app_config.ts") == ["app config", "config ts", "my app"]
+    assert required_word_pairs('"Café Crème"') == ["cafe creme"]
+    # A prefix word is not a lexeme; a single word has no pair.
+    assert required_word_pairs('"a b c"*') == ["a b"]
+    assert required_word_pairs('"a b"*') == []
+    assert required_word_pairs("alpha beta") == []
+    # OR keeps what both sides require; NOT nothing of its right side; AND all.
+    assert required_word_pairs('"a b" OR "a b c"') == ["a b"]
+    assert required_word_pairs('"a b" OR "c d"') == []
+    assert required_word_pairs('"a b" NOT "c d"') == ["a b"]
+    assert required_word_pairs('"a b" AND "c d"') == ["a b", "c d"]
+    assert required_word_pairs('"..."') == []
