@@ -30,8 +30,9 @@ from hermes_store import SessionDB
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-PREVIOUS_RELEASES = ("13d1553", "27f8eef")
-"""Main before the online migrations (at revision 0011), and main before revision 0016."""
+PREVIOUS_RELEASES = ("13d1553", "27f8eef", "45bc335")
+"""Main before the online migrations (at revision 0011), main before revision 0016, and
+main before revision 0017."""
 
 PREVIOUS_RELEASE_CALLS = textwrap.dedent(
     """
@@ -47,6 +48,7 @@ PREVIOUS_RELEASE_CALLS = textwrap.dedent(
         "search": [hit["id"] for hit in db.search_messages("kubernetes")],
         "tool_search": [hit["id"] for hit in db.search_messages("terminal")],
         "pair_search": [hit["id"] for hit in db.search_messages("Kubernetes 部署")],
+        "phrase_search": [hit["id"] for hit in db.search_messages('"deploy kubernetes"')],
         "listed": [row["id"] for row in db.list_sessions_rich(limit=10)],
         "exported": [m["content"] for m in db.export_session("old-release")["messages"]],
         "messages": [m["content"] for m in db.get_messages("old-release")],
@@ -134,11 +136,13 @@ def test_the_previous_release_works_on_a_database_at_head(
     assert sorted(seen["search"]) == sorted([1, first])
     assert seen["tool_search"] == [second]
     assert sorted(seen["pair_search"]) == sorted([1, first])
+    assert seen["phrase_search"] == [first]
     assert "old-release" in seen["listed"] and "new-release" in seen["listed"]
     assert seen["exported"] == seen["messages"] == ["rolling deploy kubernetes question 部署", "answer"]
     try:
         assert {hit["id"] for hit in current.search_messages("kubernetes")} == {1, first}
         assert [hit["id"] for hit in current.search_messages("rolling deploy")] == [first]
+        assert [hit["id"] for hit in current.search_messages('"deploy kubernetes"')] == [first]
         # The trigger gave the previous release's row this release's grams (revision 0016).
         assert {hit["id"] for hit in current.search_messages("KUBERNETES 部署")} == {1, first}
     finally:
