@@ -1,7 +1,8 @@
 """The id windows PostgreSQL searches read, newest first (``search/postgres.py``).
 
 The windows are shrunk so a store of 400 messages holds several. Substring search narrowed
-by CJK grams: the newest 16 ids, then 128 more when the first window's hit rate predicts
+by CJK grams: the newest 16 ids (of which the newest 8 walked row by row, no index, when
+the search asks for one gram), then 128 more when the first window's hit rate predicts
 they fill the page, then the rest; the hits must be the brute-force answer (every message
 holding every term, newest first, pages in order). Word search: slices of older and older
 ids, the newest checked vector by vector, the next sized by the rate of matches so far;
@@ -22,7 +23,7 @@ from hermes_store.search import postgres as pg_search
 
 pytestmark = pytest.mark.postgres
 
-FIRST, SECOND = 16, 128
+WALKED, FIRST, SECOND = 8, 16, 128
 MESSAGES = 400
 
 
@@ -37,6 +38,8 @@ def _content(number: int) -> str:
         words += ["zork", "记忆"]
     if number % 7 == 0:
         words.append("记")  # one character of the pair alone: never a hit
+    if number % 5 == 0:
+        words.append("服务器")  # three CJK characters: one pg_trgm trigram
     return " ".join(words)
 
 
@@ -54,6 +57,7 @@ def store(pg_admin_url: str) -> Iterator[SessionDB]:
 
 @pytest.fixture
 def small_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pg_search, "WALKED_SUBSTRING_WINDOW", WALKED)
     monkeypatch.setattr(pg_search, "FIRST_SUBSTRING_WINDOW", FIRST)
     monkeypatch.setattr(pg_search, "SECOND_SUBSTRING_WINDOW", SECOND)
 
@@ -75,10 +79,13 @@ class Read(NamedTuple):
     without the word-pair index (revision 0017) finding candidates first."""
     paired: list[bool]
     """Per window: its candidates found in the word-pair index, then checked."""
+    walked: list[bool]
+    """Per substring window: its rows walked newest first, the stored grams checked on each
+    (the ``COALESCE`` form no index serves)."""
 
 
 def _read(store: SessionDB, query: str, **kwargs: Any) -> Read:
-    read = Read([], [], [], [])
+    read = Read([], [], [], [], [])
 
     def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
         if "WITH hits AS" in statement or "ts_rank" in statement:
@@ -86,6 +93,7 @@ def _read(store: SessionDB, query: str, **kwargs: Any) -> Read:
             paired = "hermes_word_pairs(" in statement
             read.checked.append("COALESCE(m.search_vector" in statement and not paired)
             read.paired.append(paired)
+            read.walked.append("COALESCE(m.cjk_grams" in statement)
 
     sa.event.listen(store.engine, "before_cursor_execute", record)
     try:
@@ -99,11 +107,13 @@ def test_a_common_pair_is_found_in_the_second_window_without_reading_the_rest(
     store: SessionDB, small_windows: None
 ) -> None:
     expected = _expected(store, "the", "记忆")
-    hits, windows, *_ = _read(store, "the 记忆", limit=20)
-    assert hits == expected[:20]
+    read = _read(store, "the 记忆", limit=20)
+    assert read.hits == expected[:20]
     newest = max(_expected(store, "plain"))
     # 5 hits among the 16 newest ids predict 40 in the next 128: enough for the other 15.
-    assert windows == [(newest - FIRST, newest), (newest - FIRST - SECOND, newest - FIRST)]
+    assert read.windows == [(newest - FIRST, newest), (newest - FIRST - SECOND, newest - FIRST)]
+    # Two grams (记忆, and the trigram of "the"): GIN intersects them, nothing is walked.
+    assert read.walked == [False, False]
 
 
 def test_a_rare_pair_goes_from_the_first_window_to_the_rest(store: SessionDB, small_windows: None) -> None:
@@ -113,24 +123,54 @@ def test_a_rare_pair_goes_from_the_first_window_to_the_rest(store: SessionDB, sm
     assert windows == [(newest - FIRST, newest), (0, newest - FIRST)]
 
 
+def test_a_page_the_newest_rows_fill_is_walked_without_the_gram_index(
+    store: SessionDB, small_windows: None
+) -> None:
+    expected = _expected(store, "记忆")
+    newest = max(_expected(store, "plain"))
+    # One gram: the 8 newest ids are walked first, and their 3 hits fill a page of 2.
+    read = _read(store, "记忆", limit=2)
+    assert read.hits == expected[:2]
+    assert read.windows == [(newest - WALKED, newest)] and read.walked == [True]
+    # A page of 20: the rest of the first window through the index (5 hits in 16 ids),
+    # then the second window, which that rate predicts holds the other 15.
+    read = _read(store, "记忆", limit=20)
+    assert read.hits == expected[:20]
+    assert read.windows == [
+        (newest - WALKED, newest),
+        (newest - FIRST, newest - WALKED),
+        (newest - FIRST - SECOND, newest - FIRST),
+    ]
+    assert read.walked == [True, False, False]
+    # A single character is one gram too; three CJK characters are one pg_trgm trigram,
+    # walked with their two stored pairs.
+    assert _read(store, "记", limit=1).walked == [True]
+    read = _read(store, "服务器", limit=1)
+    assert read.hits == _expected(store, "服务器")[:1] and read.walked == [True]
+    read = _read(store, "服务器", limit=20)
+    assert read.hits == _expected(store, "服务器")[:20] and read.walked[0] and not any(read.walked[1:])
+
+
 def test_a_page_the_second_window_cannot_fill_is_completed_from_the_rest(
     store: SessionDB, small_windows: None
 ) -> None:
     expected = _expected(store, "the", "记忆")
     newest = max(_expected(store, "plain"))
-    first = (newest - FIRST, newest)
+    first = [(newest - FIRST, newest)]
     # 5 hits in the first window predict 40 more in the second: enough for a page of 38,
     # so the second runs, and the rest of the store completes what it did not hold.
     hits, windows, *_ = _read(store, "the 记忆", limit=38)
     assert hits == expected[:38]
-    assert windows == [first, (newest - FIRST - SECOND, newest - FIRST), (0, newest - FIRST - SECOND)]
+    assert windows == [*first, (newest - FIRST - SECOND, newest - FIRST), (0, newest - FIRST - SECOND)]
     # Not enough for a page of 50: straight to the rest.
     hits, windows, *_ = _read(store, "the 记忆", limit=50)
     assert hits == expected
-    assert windows == [first, (0, newest - FIRST)]
+    assert windows == [*first, (0, newest - FIRST)]
 
 
-@pytest.mark.parametrize("query", ["the 记忆", "记忆", "记", "zork 记忆", "plain 记忆"])
+@pytest.mark.parametrize(
+    "query", ["the 记忆", "记忆", "记", "zork 记忆", "plain 记忆", "服务器", "服务器 plain"]
+)
 def test_pages_of_every_size_and_offset_are_the_brute_force_answer(
     store: SessionDB, small_windows: None, query: str
 ) -> None:
@@ -196,7 +236,7 @@ def test_a_common_word_is_answered_from_the_newest_slice_checked_one_by_one(
     store: SessionDB, small_word_windows: None
 ) -> None:
     newest = max(_expected(store, "plain"))
-    hits, windows, checked, _ = _read(store, "plain", limit=10)
+    hits, windows, checked, *_ = _read(store, "plain", limit=10)
     assert hits == list(range(newest, newest - 10, -1))  # equal scores: newest first
     assert windows == [(newest - FIRST, newest)]
     assert checked == [True]
@@ -206,7 +246,7 @@ def test_a_rare_word_widens_eightfold_and_is_looked_up_in_the_index(
     store: SessionDB, small_word_windows: None
 ) -> None:
     newest = max(_expected(store, "plain"))
-    hits, windows, checked, _ = _read(store, "zork", limit=20)
+    hits, windows, checked, *_ = _read(store, "zork", limit=20)
     assert sorted(hits) == [40, 41, 170]
     assert windows == [(newest - 16, newest), (newest - 128, newest - 16), (newest - 1024, newest - 128)]
     # Nothing in the newest slice: the query is rare, the index finds the rest.
@@ -218,7 +258,7 @@ def test_slices_after_matches_are_sized_by_their_rate(
     store: SessionDB, small_word_windows: None, query: str
 ) -> None:
     newest = max(_expected(store, "plain"))
-    hits, windows, checked, paired = _read(store, query, limit=12)
+    hits, windows, checked, paired, _ = _read(store, query, limit=12)
     assert len(hits) == 12
     # 5 of the 16 newest ids match: 12 wanted, half as much again, at that rate: 57 ids.
     assert windows == [(newest - 16, newest), (newest - 57, newest - 16)]
