@@ -204,6 +204,16 @@ def _newest_id_with_search_memory(db: orm.Session) -> Any:
 FIRST_WORD_WINDOW = 2048
 """Word search first ranks the matches among this many newest message ids."""
 WINDOW_GROWTH = 8
+WALKED_ROW_COST = 17
+"""Checking one row's stored vector costs about as much as reading this many entries of a
+GIN posting list (1.7 µs against 0.1 µs at a million messages): an older slice is walked
+when the index would read more than this many entries for each of its rows."""
+WALKED_ROW_COST_BESIDE_PAIRS = 0.5
+"""The same for a slice whose candidates come from two or more word pairs: the planner
+multiplies the pairs' frequencies into an estimate of a dozen rows, so it does not
+intersect the candidates with the slice's ids and reads every candidate's row in the
+store (3 µs each; 5,067 for ``"stoukas beamathist spind"`` at a million messages, 16 ms, to
+keep 25). One pair is estimated from its statistics, and intersected like a word."""
 
 
 def _word_hits(
@@ -218,8 +228,11 @@ def _word_hits(
     the rate of matches so far (:func:`_next_word_window`), until the slices hold enough or
     cover every message. The newest slice's vectors are checked one by one; for the older
     ones the GIN index finds the matches and the primary key bounds the slice (a
-    ``BitmapAnd``). So a search reads the rows of its slices, not of every
-    match. Then only the page's rows are read, given their snippets and joined to their
+    ``BitmapAnd``) — unless the matches so far predict that the index would read more
+    posting-list entries than :data:`WALKED_ROW_COST` times the slice's rows (a common
+    word in a large store): then the slice is checked row by row too, at a cost that
+    does not grow with the store. So a search reads the rows of its
+    slices, not of every match. Then only the page's rows are read, given their snippets and joined to their
     sessions. ``docs/search.md`` ("best first" on PostgreSQL) says what
     the order means; a caller asking for more hits than exist gets every one.
     """
@@ -268,13 +281,15 @@ def _word_hits(
     # cost a to_tsvector per row instead: it keeps its index.
     unindexed = f"COALESCE({vector}, ''::tsvector)" if vector == STORED_TSVECTOR else vector
     checked = ranked(unindexed, True)
-    if pairs and vector == STORED_TSVECTOR and _reaches(db, WORD_PAIRS_REVISION):
+    looked_up_by_pairs = bool(pairs) and vector == STORED_TSVECTOR and _reaches(db, WORD_PAIRS_REVISION)
+    if looked_up_by_pairs:
         # A phrase's older slices find their candidates in the word-pair index (revision
         # 0017) and only check the vector on them: its words' posting lists would hand
         # back every message holding the words, side by side or not.
         looked_up = ranked(unindexed, False, _word_pairs_condition(pairs, params) + " AND ")
     else:
         looked_up = ranked(vector, False)
+    walked = ranked(unindexed, False)
     # Each window is the slice of ids older than the last; a row's score does not depend
     # on the other rows, so ranking the slices' best and merging them ranks their union.
     rows: list[tuple[Any, ...]] = []
@@ -284,8 +299,14 @@ def _word_hits(
         rows += fetch_tuples(db, sql, {**params, "floor": floor, "ceiling": ceiling, "wanted": wanted})
         if len(rows) >= wanted or floor <= 0:
             break
-        sql, ceiling = looked_up, floor
-        window = _next_word_window(int(newest) - floor, len(rows), wanted)
+        covered = int(newest) - floor
+        window = _next_word_window(covered, len(rows), wanted)
+        # GIN reads a key's whole posting list whatever the slice: at the match rate so
+        # far, about len(rows) / covered of every id the store holds. A slice with fewer
+        # rows than that costs less walked, and does not grow with the store.
+        postings = len(rows) * int(newest) // covered
+        row_cost = WALKED_ROW_COST_BESIDE_PAIRS if looked_up_by_pairs and len(pairs) > 1 else WALKED_ROW_COST
+        sql, ceiling = (walked if window * row_cost < postings else looked_up), floor
     rows.sort(key=lambda row: (-float(row[1]), -int(row[0])))
     page = rows[offset : offset + limit]
     if not page:

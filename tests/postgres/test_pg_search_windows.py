@@ -28,12 +28,12 @@ MESSAGES = 400
 
 
 def _content(number: int) -> str:
-    # "the 记忆" is common among the newest messages and rare among the oldest; "zork"
+    # "the sky 记忆" is common among the newest messages and rare among the oldest; "zork"
     # appears beside 记忆 only in three old messages.
     words = [f"w{number % 37}", "plain"]
     newest_sixty = number > MESSAGES - 60
     if (newest_sixty and number % 3 == 0) or (not newest_sixty and number % 50 == 0):
-        words += ["the", "记忆"]
+        words += ["the", "sky", "记忆"]
     if number in (40, 41, 170):
         words += ["zork", "记忆"]
     if number % 7 == 0:
@@ -265,3 +265,38 @@ def test_slices_after_matches_are_sized_by_their_rate(
     assert checked == [True, False]
     # The older slice of a phrase finds its candidates by the phrase's word pair.
     assert paired == [False, query.startswith('"')]
+
+
+def test_a_phrase_of_two_pairs_walks_a_slice_its_candidates_would_cost_more(
+    store: SessionDB, small_word_windows: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    query = '"plain the sky"'
+    # The same rate as above (about 125 candidates in the store, each row read, since the
+    # planner does not intersect two pairs' candidates with the slice): walking the
+    # slice's 41 rows costs less.
+    read = _read(store, query, limit=12)
+    assert read.checked == [True, True] and read.paired == [False, False]
+    assert set(read.hits) <= _word_expected(store, query) and len(read.hits) == 12
+    # Were a walked row costlier, the pairs would find the candidates.
+    monkeypatch.setattr(pg_search, "WALKED_ROW_COST_BESIDE_PAIRS", 17)
+    read = _read(store, query, limit=12)
+    assert read.checked == [True, False] and read.paired == [False, True]
+    assert set(read.hits) <= _word_expected(store, query) and len(read.hits) == 12
+
+
+@pytest.mark.parametrize("query", ['"plain the"', "the plain"])
+def test_an_older_slice_is_walked_when_its_posting_lists_would_cost_more(
+    store: SessionDB, small_word_windows: None, monkeypatch: pytest.MonkeyPatch, query: str
+) -> None:
+    # 5 matches among the 16 newest ids: at that rate the index would hand over about 125
+    # entries for the whole store, against 41 rows to walk in the next slice. With a row
+    # costing as much as 2 entries (82 < 125) the slice is walked; at 17 (697) it is not.
+    monkeypatch.setattr(pg_search, "WALKED_ROW_COST", 2)
+    monkeypatch.setattr(pg_search, "WALKED_ROW_COST_BESIDE_PAIRS", 2)
+    newest = max(_expected(store, "plain"))
+    read = _read(store, query, limit=12)
+    assert set(read.hits) <= _word_expected(store, query) and len(read.hits) == 12
+    assert read.windows == [(newest - 16, newest), (newest - 57, newest - 16)]
+    assert read.checked == [True, True] and read.paired == [False, False]
+    # Every hit is still found, whichever way each slice is read.
+    assert set(_read(store, query, limit=1000).hits) == _word_expected(store, query)
