@@ -231,8 +231,8 @@ def _word_hits(
     ``BitmapAnd``) — unless the matches so far predict that the index would read more
     posting-list entries than :data:`WALKED_ROW_COST` times the slice's rows (a common
     word in a large store): then the slice is checked row by row too, at a cost that
-    does not grow with the store. So a search reads the rows of its
-    slices, not of every match. Then only the page's rows are read, given their snippets and joined to their
+    does not grow with the store. So a search reads the rows of its slices, not of every
+    match. Then only the page's rows are read, given their snippets and joined to their
     sessions. ``docs/search.md`` ("best first" on PostgreSQL) says what
     the order means; a caller asking for more hits than exist gets every one.
     """
@@ -362,7 +362,7 @@ def _word_page(
 
 
 WALKED_SUBSTRING_WINDOW = 2048
-"""A search the stored CJK grams narrow first walks this many newest ids row by row."""
+"""A substring search one index key would answer first walks this many newest ids row by row."""
 STORED_GRAMS_CHECKED = f"COALESCE({STORED_CJK_GRAMS}, '{{}}'::text[])"
 """The stored grams in a form no index serves: tested on each row a walk reads."""
 FIRST_SUBSTRING_WINDOW = 8192
@@ -395,11 +395,12 @@ def _substring_hits(
     newest window, and the rest of the store would check all 21,711 messages holding
     记忆 (143 ms) to find the other two.
 
-    Before any of that, a search the stored grams narrow walks the newest
-    :data:`WALKED_SUBSTRING_WINDOW` ids by the primary key, newest first, testing each
-    row's grams (no index) until the page is full: the gram index hands over a common
-    bigram's whole posting list whatever the window (37,157 entries, 4.7 ms of a 6.4 ms
-    window for 如果 at a million messages; ten times that at ten million), while the walk
+    Before any of that, a search that one index key would answer
+    (:func:`_looked_up_by_one_key`) walks the newest :data:`WALKED_SUBSTRING_WINDOW` ids by
+    the primary key, newest first, testing each row's stored grams (no index) until the
+    page is full: GIN hands over a key's whole posting list whatever the window (37,157
+    entries, 4.7 ms of a 6.4 ms window for 如果 at a million messages; ten times that at
+    ten million), while the walk
     costs about 2.6 µs a row whatever the store holds and stops at the page's last hit
     (907 rows, 2.3 ms). A rarer term, which the walk does not fill, then costs the walk
     plus the gram index's short posting lists. Only a containment of one gram is walked:
