@@ -71,19 +71,25 @@ def test_quick_benchmark_runs_every_scenario(tmp_path: Path) -> None:
     assert "python -m benchmarks.run --quick" in text
 
 
-def test_new_store_benchmark_reports_every_side(tmp_path: Path) -> None:
+def _run_benchmark(module: str, arguments: list[str], timeout: int) -> subprocess.CompletedProcess[str]:
+    """``python -m benchmarks.<module> <arguments>`` from the repository root; it must succeed."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_new_store", "--rounds", "1", "--files", "2"],
+        [sys.executable, "-m", f"benchmarks.{module}", *arguments],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_new_store_benchmark_reports_every_side(tmp_path: Path) -> None:
+    proc = _run_benchmark("bench_new_store", ["--rounds", "1", "--files", "2"], timeout=300)
     rows = {line.split()[0]: line for line in proc.stdout.splitlines() if line.endswith("ms") or "×)" in line}
     assert {"sqlite3", "hermes_store"} <= set(rows), proc.stdout
     assert "load average before" in proc.stdout
@@ -93,20 +99,9 @@ def test_new_store_benchmark_reports_every_side(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_pg_scale_benchmark_times_chosen_kinds_on_a_small_store(pg_admin_url: str, tmp_path: Path) -> None:
     """``bench_pg_scale`` builds a store with COPY, times the kinds asked for and drops it."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     arguments = ["--pg-url", pg_admin_url, "--sessions", "40", "--sqlite-messages", "300", "--rounds", "1"]
     arguments += ["--kinds", "phrase,word", "--skip-copy", "--cache", str(tmp_path)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_pg_scale", *arguments],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = _run_benchmark("bench_pg_scale", arguments, timeout=600)
     figures = [line.split("|")[1].strip() for line in proc.stdout.splitlines() if line.startswith("| search")]
     assert figures == ["search word", "search phrase"], proc.stdout
     assert "timing at load average" in proc.stdout and "rebuilt idx_messages_word_pairs" in proc.stdout

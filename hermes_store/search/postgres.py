@@ -424,14 +424,7 @@ def _substring_hits(
     # The bounded windows' form of a narrowed search (the others use ``condition`` only).
     checked, checked_params = condition, params
     if narrowed:
-        checked_params = dict(params)
-        checked, _ = _substring_condition(
-            plan,
-            checked_params,
-            grams_source=grams_source,
-            checked_beside_grams=True,
-            ascii_trigrams_in_grams=with_trigrams,
-        )
+        checked, checked_params = _checked_form(plan, params, grams_source, with_trigrams)
     newest = _newest_id_with_search_memory(db)
     if newest is None:
         return []
@@ -446,15 +439,7 @@ def _substring_hits(
     hits: list[dict[str, Any]] = []
     floor = int(newest)
     if grams_source == STORED_CJK_GRAMS and _looked_up_by_one_key(plan, with_trigrams):
-        walked_params = dict(params)
-        walked, _ = _substring_condition(
-            plan,
-            walked_params,
-            grams_source=STORED_GRAMS_CHECKED,
-            checked_beside_grams=True,
-            ascii_trigrams_in_grams=with_trigrams,
-            grams_of=cjk_grams_of,
-        )
+        walked, walked_params = _checked_form(plan, params, STORED_GRAMS_CHECKED, with_trigrams, cjk_grams_of)
         floor = max(floor - WALKED_SUBSTRING_WINDOW, 0)
         bounds = {"floor": floor, "ceiling": int(newest), "need": wanted}
         hits += _substring_page(db, source, walked, where, {**walked_params, **bounds})
@@ -473,6 +458,27 @@ def _substring_hits(
     for hit in page:
         hit["snippet"] = substring_snippet(hit["snippet"], terms[0], marked=plan.kind == "trigram")
     return page
+
+
+def _checked_form(
+    plan: SearchPlan,
+    params: dict[str, Any],
+    grams_source: str | None,
+    with_trigrams: bool,
+    grams_of: Callable[[str], list[str]] | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """The plan's condition with every term checked beside its gram condition, and its own
+    copy of ``params`` (see :func:`_substring_condition`)."""
+    own_params = dict(params)
+    condition, _ = _substring_condition(
+        plan,
+        own_params,
+        grams_source=grams_source,
+        checked_beside_grams=True,
+        ascii_trigrams_in_grams=with_trigrams,
+        grams_of=grams_of,
+    )
+    return condition, own_params
 
 
 def _looked_up_by_one_key(plan: SearchPlan, with_trigrams: bool) -> bool:
