@@ -196,8 +196,14 @@ memory held."""
 
 def _newest_id_with_search_memory(db: orm.Session) -> Any:
     """The newest message id; the same round trip gives the search's transaction
-    :data:`SEARCH_WORK_MEM` (``set_config(…, true)``: until the transaction ends)."""
-    sql = "SELECT max(id), set_config('work_mem', :work_mem, true) FROM messages"
+    :data:`SEARCH_WORK_MEM` and no parallel workers (``set_config(…, true)``: until the
+    transaction ends). A search's statements read a few thousand rows at most; starting
+    workers for one cost 35 ms at ten million messages (a lookup of all older ids that
+    found one candidate in 0.2 ms took 38 ms, most of it the workers' start)."""
+    sql = (
+        "SELECT max(id), set_config('work_mem', :work_mem, true),"
+        " set_config('max_parallel_workers_per_gather', '0', true) FROM messages"
+    )
     return fetch_tuples(db, sql, {"work_mem": SEARCH_WORK_MEM})[0][0]
 
 
@@ -208,6 +214,9 @@ WALKED_ROW_COST = 17
 """Checking one row's stored vector costs about as much as reading this many entries of a
 GIN posting list (1.7 µs against 0.1 µs at a million messages): an older slice is walked
 when the index would read more than this many entries for each of its rows."""
+FEW_PAIRED_CANDIDATES = 2000
+"""At most this many matches predicted in the whole store: a phrase looks up every older id
+at once."""
 WALKED_ROW_COST_BESIDE_PAIRS = 0.5
 """The same for a slice whose candidates come from two or more word pairs: the planner
 multiplies the pairs' frequencies into an estimate of a dozen rows, so it does not
@@ -306,6 +315,11 @@ def _word_hits(
         # rows than that costs less walked, and does not grow with the store.
         postings = len(rows) * int(newest) // covered
         row_cost = WALKED_ROW_COST_BESIDE_PAIRS if looked_up_by_pairs and len(pairs) > 1 else WALKED_ROW_COST
+        if looked_up_by_pairs and postings <= FEW_PAIRED_CANDIDATES:
+            # Few candidates in the whole store: one lookup of all older ids reads them once,
+            # where widening slices would each pay for a bitmap of their keys (917,504 ids,
+            # 63 ms, for one candidate at ten million messages).
+            window = floor
         sql, ceiling = (walked if window * row_cost < postings else looked_up), floor
     rows.sort(key=lambda row: (-float(row[1]), -int(row[0])))
     page = rows[offset : offset + limit]

@@ -187,6 +187,9 @@ def test_pages_of_every_size_and_offset_are_the_brute_force_answer(
 @pytest.fixture
 def small_word_windows(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pg_search, "FIRST_WORD_WINDOW", FIRST)
+    # Scaled to the 400 messages: a phrase predicted to hold 20 or fewer looks up every
+    # older id at once, one of the "plain the" rate (about 125) widens slice by slice.
+    monkeypatch.setattr(pg_search, "FEW_PAIRED_CANDIDATES", 20)
 
 
 def _word_expected(store: SessionDB, query: str) -> set[int]:
@@ -300,3 +303,13 @@ def test_an_older_slice_is_walked_when_its_posting_lists_would_cost_more(
     assert read.checked == [True, True] and read.paired == [False, False]
     # Every hit is still found, whichever way each slice is read.
     assert set(_read(store, query, limit=1000).hits) == _word_expected(store, query)
+
+
+def test_a_rare_phrase_looks_up_every_older_id_at_once(store: SessionDB, small_word_windows: None) -> None:
+    newest = max(_expected(store, "plain"))
+    read = _read(store, '"plain zork"', limit=20)
+    assert set(read.hits) == _word_expected(store, '"plain zork"') == {40, 41, 170}
+    # Nothing among the newest 16 ids predicts few candidates in the store: one lookup by
+    # the pair over every older id, instead of slices widening eightfold.
+    assert read.windows == [(newest - 16, newest), (0, newest - 16)]
+    assert read.paired == [False, True]
