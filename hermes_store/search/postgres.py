@@ -214,15 +214,15 @@ WALKED_ROW_COST = 17
 """Checking one row's stored vector costs about as much as reading this many entries of a
 GIN posting list (1.7 µs against 0.1 µs at a million messages): an older slice is walked
 when the index would read more than this many entries for each of its rows."""
-FEW_PAIRED_CANDIDATES = 2000
-"""At most this many matches predicted in the whole store: a phrase looks up every older id
-at once."""
 WALKED_ROW_COST_BESIDE_PAIRS = 0.5
 """The same for a slice whose candidates come from two or more word pairs: the planner
 multiplies the pairs' frequencies into an estimate of a dozen rows, so it does not
 intersect the candidates with the slice's ids and reads every candidate's row in the
 store (3 µs each; 5,067 for ``"stoukas beamathist spind"`` at a million messages, 16 ms, to
 keep 25). One pair is estimated from its statistics, and intersected like a word."""
+FEW_PAIRED_CANDIDATES = 2000
+"""At most this many matches predicted in the whole store: a phrase looks up every older id
+at once."""
 
 
 def _word_hits(
@@ -299,6 +299,11 @@ def _word_hits(
     else:
         looked_up = ranked(vector, False)
     walked = ranked(unindexed, False)
+    # A walked row costs this many posting-list entries; a computed vector is never walked
+    # (each row would pay a to_tsvector).
+    row_cost: float | None = None
+    if vector == STORED_TSVECTOR:
+        row_cost = WALKED_ROW_COST_BESIDE_PAIRS if looked_up_by_pairs and len(pairs) > 1 else WALKED_ROW_COST
     # Each window is the slice of ids older than the last; a row's score does not depend
     # on the other rows, so ranking the slices' best and merging them ranks their union.
     rows: list[tuple[Any, ...]] = []
@@ -308,19 +313,8 @@ def _word_hits(
         rows += fetch_tuples(db, sql, {**params, "floor": floor, "ceiling": ceiling, "wanted": wanted})
         if len(rows) >= wanted or floor <= 0:
             break
-        covered = int(newest) - floor
-        window = _next_word_window(covered, len(rows), wanted)
-        # GIN reads a key's whole posting list whatever the slice: at the match rate so
-        # far, about len(rows) / covered of every id the store holds. A slice with fewer
-        # rows than that costs less walked, and does not grow with the store.
-        postings = len(rows) * int(newest) // covered
-        row_cost = WALKED_ROW_COST_BESIDE_PAIRS if looked_up_by_pairs and len(pairs) > 1 else WALKED_ROW_COST
-        if looked_up_by_pairs and postings <= FEW_PAIRED_CANDIDATES:
-            # Few candidates in the whole store: one lookup of all older ids reads them once,
-            # where widening slices would each pay for a bitmap of their keys (917,504 ids,
-            # 63 ms, for one candidate at ten million messages).
-            window = floor
-        sql, ceiling = (walked if window * row_cost < postings else looked_up), floor
+        window, walk = _older_slice(int(newest), floor, len(rows), wanted, row_cost, looked_up_by_pairs)
+        sql, ceiling = (walked if walk else looked_up), floor
     rows.sort(key=lambda row: (-float(row[1]), -int(row[0])))
     page = rows[offset : offset + limit]
     if not page:
@@ -346,6 +340,28 @@ def _word_pairs_condition(pairs: Sequence[str], params: dict[str, Any]) -> str:
     params.update(zip(names, pairs, strict=True))
     hashes = ", ".join(f"hashtext(CAST(:{name} AS text))" for name in names)
     return f"{WORD_PAIRS} @> ARRAY[{hashes}]"
+
+
+def _older_slice(
+    newest: int, floor: int, found: int, wanted: int, row_cost: float | None, by_pairs: bool
+) -> tuple[int, bool]:
+    """The next older slice of a word search whose slices so far (the ids above ``floor``)
+    held ``found`` of the ``wanted`` matches: how many ids it takes, and whether it is
+    walked (each row's vector checked) rather than looked up in an index.
+
+    GIN reads a key's whole posting list whatever the slice: at the match rate so far,
+    about ``found / covered`` of every id the store holds. A slice with fewer rows than
+    that, each weighed at ``row_cost`` entries (``None``: never walk), costs less walked,
+    and does not grow with the store. A phrase predicted to have at most
+    :data:`FEW_PAIRED_CANDIDATES` matches in the store takes every older id at once: its
+    pairs' candidates are read once, where widening slices would each pay for a bitmap of
+    their keys (917,504 ids, 63 ms, for one candidate at ten million messages).
+    """
+    covered = newest - floor
+    postings = found * newest // covered
+    few = by_pairs and postings <= FEW_PAIRED_CANDIDATES
+    window = floor if few else _next_word_window(covered, found, wanted)
+    return window, row_cost is not None and window * row_cost < postings
 
 
 def _next_word_window(covered: int, found: int, wanted: int) -> int:
