@@ -47,7 +47,7 @@ from hermes_store.schema.revisions import (
 )
 from hermes_store.search.cjk import is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters
-from hermes_store.search.fts5_query import required_word_pairs, to_tsquery_text
+from hermes_store.search.fts5_query import parse_word_query
 from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, has_ascii_letter, like_pattern
 
 STORED_TSVECTOR = "m.search_vector"
@@ -248,12 +248,11 @@ def _word_hits(
     params: dict[str, Any] = {}
     pairs: list[str] = []
     if has_unicode61_vectors(db):
-        tsquery = to_tsquery_text(match)
-        if tsquery is None:
+        parsed = parse_word_query(match)
+        if parsed is None:
             return []
-        params["q"] = tsquery
+        params["q"], pairs = parsed
         query = "CAST(:q AS tsquery)"
-        pairs = required_word_pairs(match)
     else:
         legacy = tsquery_sql(match, params)
         if legacy is None:
