@@ -66,7 +66,8 @@ def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
 
 
 # Expression indexes Alembic cannot compare; their DDL is frozen in the revisions and
-# checked by tests. The others are PostgreSQL's search indexes (revisions 0011, 0012, 0015, 0017).
+# checked by tests. The others are PostgreSQL's search indexes (revisions 0011, 0012, 0015,
+# 0017, and 0018's keyed by id bucket too).
 EXPRESSION_INDEXES = frozenset(
     {
         "idx_sessions_started",
@@ -77,6 +78,9 @@ EXPRESSION_INDEXES = frozenset(
         "idx_messages_session_id",
         "idx_messages_stored_cjk_grams",
         "idx_messages_word_pairs",
+        "idx_messages_search_vector_bucket",
+        "idx_messages_cjk_grams_bucket",
+        "idx_messages_word_pairs_bucket",
     }
 )
 # Columns only one backend has (on PostgreSQL: revision 0012's stored tsvector, 0015's

@@ -104,4 +104,4 @@ def test_pg_scale_benchmark_times_chosen_kinds_on_a_small_store(pg_admin_url: st
     proc = _run_benchmark("bench_pg_scale", arguments, timeout=600)
     figures = [line.split("|")[1].strip() for line in proc.stdout.splitlines() if line.startswith("| search")]
     assert figures == ["search word", "search phrase"], proc.stdout
-    assert "timing at load average" in proc.stdout and "rebuilt idx_messages_word_pairs" in proc.stdout
+    assert "timing at load average" in proc.stdout and "rebuilt idx_messages_word_pairs_bucket" in proc.stdout

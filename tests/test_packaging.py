@@ -37,6 +37,7 @@ REVISION_FILES = (
     "0015_stored_cjk_grams.py",
     "0016_latin_trigrams_in_stored_grams.py",
     "0017_word_pair_index.py",
+    "0018_search_indexes_by_id_bucket.py",
 )
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "hermes_state.py", "hermes_store", "migrations")
 
@@ -164,7 +165,7 @@ def test_installed_wheel_upgrades_a_new_database_to_head_outside_the_checkout(
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert Path(report["package"]).is_relative_to(target)
     assert Path(report["migrations"]).is_relative_to(target)
-    assert report["revision"] == [["0017"]]
+    assert report["revision"] == [["0018"]]
     assert report["schema_version"] == [[11]]
     assert report["alembic_imported"] is True  # the stepped file ran the installed scripts
     assert report["same_catalog"] is True

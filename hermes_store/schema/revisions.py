@@ -60,6 +60,11 @@ WORD_PAIRS_REVISION = "0017"
 (``idx_messages_word_pairs`` over ``hermes_word_pairs(search_vector)``), so a quoted
 phrase finds its candidates there instead of in its words' posting lists."""
 
+BUCKETED_INDEXES_REVISION = "0018"
+"""The revision from which PostgreSQL's search indexes (words, stored grams, word pairs)
+also key each message by its id bucket (``id >> 18``), so a search window names its
+bucket and reads only that bucket's candidates."""
+
 _ASSIGNMENT = r"^{name}\s*(?::[^=\n]+)?=\s*(?:None|[\"']([^\"'\n]+)[\"'])"
 _REVISION = re.compile(_ASSIGNMENT.format(name="revision"), re.MULTILINE)
 _DOWN_REVISION = re.compile(_ASSIGNMENT.format(name="down_revision"), re.MULTILINE)

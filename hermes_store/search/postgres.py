@@ -39,6 +39,7 @@ from hermes_store.repository.rows import fetch_dicts
 from hermes_store.schema.indexed_text import INDEXED_TEXT
 from hermes_store.schema.revisions import (
     ASCII_TRIGRAMS_REVISION,
+    BUCKETED_INDEXES_REVISION,
     SEARCH_OBJECTS_REVISION,
     STORED_GRAMS_REVISION,
     UNICODE61_REVISION,
@@ -48,6 +49,16 @@ from hermes_store.schema.revisions import (
 from hermes_store.search.cjk import is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters
 from hermes_store.search.fts5_query import parse_word_query
+from hermes_store.search.id_buckets import (
+    BUCKET_BOUNDS,
+    ID_BUCKET_BITS,
+    MAX_BUCKET_ARMS,
+    arm_params,
+    bucket_arms,
+    oldest_bucket_floor,
+    splits_by_bucket,
+    union_of_arms,
+)
 from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, has_ascii_letter, like_pattern
 
 STORED_TSVECTOR = "m.search_vector"
@@ -265,16 +276,17 @@ def _word_hits(
     if newest is None:
         return []
 
-    def ranked(matched: str, newest_slice: bool, narrowed_by: str = "") -> str:
+    def ranked(matched: str, newest_slice: bool, narrowed_by: str = "", bounds: str = BUCKET_BOUNDS) -> str:
         # The tsquery is written out where it is used (not read from a CTE) so the planner
         # folds it to a constant and estimates its matches from the GIN statistics. The
         # newest slice needs no upper bound (nothing is newer); one would make the key look
         # selective, and the planner would walk it rather than use a computed vector's index.
-        below = "" if newest_slice else "AND m.id <= :ceiling"
+        if newest_slice:
+            bounds = "m.id > :floor"
         return f"""
             SELECT m.id, ts_rank({vector}, {query}) AS score
             FROM {source}
-            WHERE {narrowed_by}{matched} @@ {query} AND m.id > :floor {below} {where}
+            WHERE {narrowed_by}{matched} @@ {query} AND {bounds} {where}
             ORDER BY score DESC, m.id DESC
             LIMIT :wanted
         """
@@ -290,13 +302,18 @@ def _word_hits(
     unindexed = f"COALESCE({vector}, ''::tsvector)" if vector == STORED_TSVECTOR else vector
     checked = ranked(unindexed, True)
     looked_up_by_pairs = bool(pairs) and vector == STORED_TSVECTOR and _reaches(db, WORD_PAIRS_REVISION)
-    if looked_up_by_pairs:
-        # A phrase's older slices find their candidates in the word-pair index (revision
-        # 0017) and only check the vector on them: its words' posting lists would hand
-        # back every message holding the words, side by side or not.
-        looked_up = ranked(unindexed, False, _word_pairs_condition(pairs, params) + " AND ")
-    else:
-        looked_up = ranked(vector, False)
+    # A phrase's older slices find their candidates in the word-pair index (revision
+    # 0017) and only check the vector on them: its words' posting lists would hand back
+    # every message holding the words, side by side or not.
+    looked_up_by, narrowed_by = (
+        (unindexed, _word_pairs_condition(pairs, params) + " AND ") if looked_up_by_pairs else (vector, "")
+    )
+    looked_up = ranked(looked_up_by, False, narrowed_by)
+    by_bucket = (
+        vector == STORED_TSVECTOR
+        and splits_by_bucket(int(newest))
+        and _reaches(db, BUCKETED_INDEXES_REVISION)
+    )
     walked = ranked(unindexed, False)
     # A walked row costs this many posting-list entries; a computed vector is never walked
     # (each row would pay a to_tsvector).
@@ -307,13 +324,28 @@ def _word_hits(
     # on the other rows, so ranking the slices' best and merging them ranks their union.
     rows: list[tuple[Any, ...]] = []
     sql, ceiling, window = checked, int(newest), FIRST_WORD_WINDOW
+    by_arm: dict[str, Any] = {}
     while True:
         floor = ceiling - window
-        rows += fetch_tuples(db, sql, {**params, "floor": floor, "ceiling": ceiling, "wanted": wanted})
+        rows += fetch_tuples(
+            db, sql, {**params, **by_arm, "floor": floor, "ceiling": ceiling, "wanted": wanted}
+        )
         if len(rows) >= wanted or floor <= 0:
             break
-        window, walk = _older_slice(int(newest), floor, len(rows), wanted, row_cost, looked_up_by_pairs)
+        window, walk = _older_slice(
+            int(newest), floor, len(rows), wanted, row_cost, looked_up_by_pairs, by_bucket
+        )
         sql, ceiling = (walked if walk else looked_up), floor
+        arms = bucket_arms(max(ceiling - window, 0), ceiling) if by_bucket and not walk else None
+        if arms:
+            # The slice's lookup, one arm per id bucket (revision 0018): each reads its
+            # own bucket's posting-list entries, not the whole store's.
+            sql = union_of_arms(
+                arms,
+                lambda bounds: ranked(looked_up_by, False, narrowed_by, bounds),
+                "SELECT id, score FROM arms ORDER BY score DESC, id DESC LIMIT :wanted",
+            )
+            by_arm = arm_params(arms)
     rows.sort(key=lambda row: (-float(row[1]), -int(row[0])))
     page = rows[offset : offset + limit]
     if not page:
@@ -342,25 +374,35 @@ def _word_pairs_condition(pairs: Sequence[str], params: dict[str, Any]) -> str:
 
 
 def _older_slice(
-    newest: int, floor: int, found: int, wanted: int, row_cost: float | None, by_pairs: bool
+    newest: int,
+    floor: int,
+    found: int,
+    wanted: int,
+    row_cost: float | None,
+    by_pairs: bool,
+    by_bucket: bool = False,
 ) -> tuple[int, bool]:
     """The next older slice of a word search whose slices so far (the ids above ``floor``)
     held ``found`` of the ``wanted`` matches: how many ids it takes, and whether it is
     walked (each row's vector checked) rather than looked up in an index.
 
     GIN reads a key's whole posting list whatever the slice: at the match rate so far,
-    about ``found / covered`` of every id the store holds. A slice with fewer rows than
-    that, each weighed at ``row_cost`` entries (``None``: never walk), costs less walked,
-    and does not grow with the store. A phrase predicted to have at most
-    :data:`FEW_PAIRED_CANDIDATES` matches in the store takes every older id at once: its
-    pairs' candidates are read once, where widening slices would each pay for a bitmap of
-    their keys (917,504 ids, 63 ms, for one candidate at ten million messages).
+    about ``found / covered`` of every id the store holds — or, when the lookup names its
+    id buckets (``by_bucket``, revision 0018), of every id in the buckets the slice
+    crosses. A slice with fewer rows than that, each weighed at ``row_cost`` entries
+    (``None``: never walk), costs less walked, and does not grow with the store. A phrase
+    predicted to have at most :data:`FEW_PAIRED_CANDIDATES` matches in the store takes
+    every older id at once: its pairs' candidates are read once, where widening slices
+    would each pay for a bitmap of their keys (917,504 ids, 63 ms, for one candidate at
+    ten million messages).
     """
     covered = newest - floor
-    postings = found * newest // covered
-    few = by_pairs and postings <= FEW_PAIRED_CANDIDATES
+    in_store = found * newest // covered
+    few = by_pairs and in_store <= FEW_PAIRED_CANDIDATES
     window = floor if few else _next_word_window(covered, found, wanted)
-    return window, row_cost is not None and window * row_cost < postings
+    arms = bucket_arms(max(floor - window, 0), floor) if by_bucket else None
+    read = min(newest, len(arms) << ID_BUCKET_BITS) if arms else newest
+    return window, row_cost is not None and window * row_cost < found * read // covered
 
 
 def _next_word_window(covered: int, found: int, wanted: int) -> int:
@@ -458,12 +500,20 @@ def _substring_hits(
     if newest is None:
         return []
     wanted = params["offset"] + params["limit"]
+    # A window the gram index answers names its id buckets (revision 0018).
+    by_bucket = (
+        narrowed
+        and grams_source == STORED_CJK_GRAMS
+        and splits_by_bucket(int(newest))
+        and _reaches(db, BUCKETED_INDEXES_REVISION)
+    )
 
-    def window(ceiling: int, size: int | None, bounded_form: bool) -> tuple[list[dict[str, Any]], int]:
-        floor = max(ceiling - size, 0) if size else 0
+    def window(ceiling: int, floor: int, bounded_form: bool) -> tuple[list[dict[str, Any]], int]:
         sql_condition, sql_params = (checked, checked_params) if bounded_form else (condition, params)
         bounds = {"floor": floor, "ceiling": ceiling, "need": wanted - len(hits)}
-        return _substring_page(db, source, sql_condition, where, {**sql_params, **bounds}), floor
+        arms = bucket_arms(floor, ceiling) if by_bucket and bounded_form else None
+        page = _substring_page(db, source, sql_condition, where, {**sql_params, **bounds}, arms)
+        return page, floor
 
     hits: list[dict[str, Any]] = []
     floor = int(newest)
@@ -475,13 +525,20 @@ def _substring_hits(
     rest_of_first = FIRST_SUBSTRING_WINDOW - (int(newest) - floor)
     if len(hits) < wanted and floor > 0 and rest_of_first > 0:
         # The rest of the first window (all of it when nothing was walked).
-        found, floor = window(floor, rest_of_first, narrowed)
+        found, floor = window(floor, max(floor - rest_of_first, 0), narrowed)
         hits += found
     if narrowed and floor > 0 and _next_window_fills(len(hits), wanted):
-        found, floor = window(floor, SECOND_SUBSTRING_WINDOW, True)
+        found, floor = window(floor, max(floor - SECOND_SUBSTRING_WINDOW, 0), True)
         hits += found
+    buckets = 1
+    while by_bucket and len(hits) < wanted and floor > 0 and buckets <= MAX_BUCKET_ARMS:
+        # Older ids a bucket, then two, four and eight at a time: each window reads the
+        # candidates of its own buckets, and stops the search once the page is full.
+        found, floor = window(floor, oldest_bucket_floor(floor, buckets), True)
+        hits += found
+        buckets *= 2
     if len(hits) < wanted and floor > 0:
-        found, floor = window(floor, None, False)
+        found, floor = window(floor, 0, False)
         hits += found
     page = hits[params["offset"] : wanted]
     for hit in page:
@@ -536,15 +593,26 @@ def _next_window_fills(found: int, wanted: int) -> bool:
 
 
 def _substring_page(
-    db: orm.Session, source: str, condition: str, where: str, params: dict[str, Any]
+    db: orm.Session,
+    source: str,
+    condition: str,
+    where: str,
+    params: dict[str, Any],
+    arms: list[tuple[int, int, int]] | None = None,
 ) -> list[dict[str, Any]]:
-    sql = f"""
-    WITH hits AS (
+    def newest_hits(bounds: str) -> str:
+        return f"""
         SELECT m.id FROM {source}
-        WHERE {condition} AND m.id > :floor AND m.id <= :ceiling {where}
+        WHERE {condition} AND {bounds} {where}
         ORDER BY m.id DESC
-        LIMIT :need
-    )
+        LIMIT :need"""
+
+    found = newest_hits(BUCKET_BOUNDS)
+    if arms:
+        found = union_of_arms(arms, newest_hits, "SELECT id FROM arms ORDER BY id DESC LIMIT :need")
+        params = {**params, **arm_params(arms)}
+    sql = f"""
+    WITH hits AS ({found})
     SELECT {_PAGE_COLUMNS.format(snippet="m.content")}
     FROM hits JOIN messages m ON m.id = hits.id JOIN sessions s ON s.id = m.session_id
     ORDER BY m.id DESC

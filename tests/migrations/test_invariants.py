@@ -273,7 +273,7 @@ def test_foreign_keys_reference_sessions_without_on_delete_action(head_db: Path)
 
 def test_head_records_schema_version_11_once_and_alembic_0012(head_db: Path) -> None:
     assert schema_versions(head_db) == [11]
-    assert alembic_versions(head_db) == ["0017"]
+    assert alembic_versions(head_db) == ["0018"]
 
 
 # --- FTS behaviour at head ---------------------------------------------------------------
@@ -403,9 +403,9 @@ def test_stepping_down_to_0001_and_back_up_keeps_every_row_and_schema_version_in
     populated_head: tuple[Path, dict[str, dict]],
 ) -> None:
     path, before = populated_head
-    # 0012-0017 change PostgreSQL only: on SQLite stepping over them changes nothing.
+    # 0012-0018 change PostgreSQL only: on SQLite stepping over them changes nothing.
     schema_at_head = inventory(path)
-    migrate.downgrade(path, "-6")
+    migrate.downgrade(path, "-7")
     assert (alembic_versions(path), schema_versions(path)) == (["0011"], [11])
     assert inventory(path) == schema_at_head
     for number in range(10, 0, -1):
@@ -457,7 +457,7 @@ def test_cli_downgrade_to_0001_and_upgrade_keeps_rows(
     at_0001 = {t: read_rows(path, t) for t in ("sessions", "messages")}
     alembic_cli(path, "upgrade", "head")
     assert schema_versions(path) == [11]
-    assert alembic_versions(path) == ["0017"]
+    assert alembic_versions(path) == ["0018"]
     assert_rows_kept(path, at_0001)
     assert_readded_columns_are_empty(path, at_0001)
     for table in FTS_TABLES:

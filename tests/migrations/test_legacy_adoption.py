@@ -136,7 +136,7 @@ def test_legacy_database_of_every_version_is_adopted_with_every_row_kept(
     adopt(path, how)
 
     assert schema_versions(path) == [11]
-    assert alembic_versions(path) == ["0017"]
+    assert alembic_versions(path) == ["0018"]
     assert_rows_kept(path, before)
     assert len(columns(path, "sessions")) == ALL_SESSION_COLUMNS
     assert len(columns(path, "messages")) == ALL_MESSAGE_COLUMNS
@@ -165,7 +165,7 @@ def test_v7_missing_reasoning_content_gains_it(tmp_path: Path, how: str) -> None
     assert "reasoning_content" in columns(path, "messages")
     assert {r["reasoning_content"] for r in read_rows(path, "messages").values()} == {("null", None)}
     assert_rows_kept(path, before)
-    assert schema_versions(path) == [11] and alembic_versions(path) == ["0017"]
+    assert schema_versions(path) == [11] and alembic_versions(path) == ["0018"]
 
 
 @pytest.mark.parametrize("how", ADOPTERS)
@@ -181,7 +181,7 @@ def test_v2_that_already_has_v5_columns_upgrades_and_keeps_their_values(tmp_path
     adopt(path, how)
     assert_rows_kept(path, before)
     assert len(columns(path, "sessions")) == ALL_SESSION_COLUMNS
-    assert schema_versions(path) == [11] and alembic_versions(path) == ["0017"]
+    assert schema_versions(path) == [11] and alembic_versions(path) == ["0018"]
 
 
 @pytest.mark.parametrize("how", ADOPTERS)
@@ -210,7 +210,7 @@ def test_two_schema_version_rows_from_racing_upstream_opens_become_one(tmp_path:
     before = snapshot(path)
     adopt(path, "ensure_schema")
     assert schema_versions(path) == [11]
-    assert alembic_versions(path) == ["0017"]
+    assert alembic_versions(path) == ["0018"]
     assert_rows_kept(path, before)
 
 
@@ -379,18 +379,18 @@ def test_opening_an_up_to_date_database_does_not_import_alembic(db_path: Path, t
     migrate.upgrade(db_path)
     up_to_date = run_probe(db_path, tmp_path)
     assert up_to_date["alembic_imported"] is False
-    assert up_to_date["revision"] == "0017"
+    assert up_to_date["revision"] == "0018"
     print(f"ensure_schema on an up-to-date database took {up_to_date['elapsed_ms']} ms")
     # A new file is created from the head snapshot (hermes_store.schema.sqlite_head), no
     # Alembic either; the probe can see the import: a legacy file that needs migrating does.
     fresh = run_probe(tmp_path / "fresh.db", tmp_path)
     assert fresh["alembic_imported"] is False
-    assert fresh["revision"] == "0017"
+    assert fresh["revision"] == "0018"
     legacy = tmp_path / "legacy.db"
     build_legacy_db(legacy, 10)
     needs_work = run_probe(legacy, tmp_path)
     assert needs_work["alembic_imported"] is True
-    assert needs_work["revision"] == "0017"
+    assert needs_work["revision"] == "0018"
 
 
 # --- a failing upgrade -------------------------------------------------------------------
@@ -484,8 +484,8 @@ def test_concurrent_first_opens_all_succeed_and_migrate_once(db_path: Path, tmp_
     outcomes = [(p.wait(timeout=120), *p.communicate()) for p in openers]
     for code, out, err in outcomes:
         assert code == 0, err
-        assert out.split() == ["0017", "11"]
-    assert alembic_versions(db_path) == ["0017"]
+        assert out.split() == ["0018", "11"]
+    assert alembic_versions(db_path) == ["0018"]
     assert schema_versions(db_path) == [11]
 
 
@@ -524,5 +524,5 @@ def test_first_open_queues_behind_a_migration_that_outlasts_the_busy_timeout(db_
         migrator.execute("ROLLBACK")
     out, err = opener.communicate(timeout=120)
     assert opener.returncode == 0, err
-    assert out.split() == ["0017"]
-    assert alembic_versions(db_path) == ["0017"]
+    assert out.split() == ["0018"]
+    assert alembic_versions(db_path) == ["0018"]

@@ -73,7 +73,7 @@ def _objects(url: str) -> dict[str, object]:
     return facts
 
 
-NEW_INDEXES = {"idx_messages_search_vector", "idx_messages_cjk_grams", "idx_messages_session_id"}
+NEW_INDEXES = {"idx_messages_search_vector_bucket", "idx_messages_cjk_grams", "idx_messages_session_id"}
 KEPT = ["kept through 0012 记忆", "ok"]
 
 
@@ -84,7 +84,7 @@ def test_online_upgrade_from_0011_adds_the_objects_and_keeps_rows(pg_url: str) -
     result = _alembic(pg_url, "upgrade", "head")
     assert result.returncode == 0, result.stderr
     after = _objects(pg_url)
-    assert (after["revision"], after["schema_version"], after["function"]) == ("0017", 11, 1)
+    assert (after["revision"], after["schema_version"], after["function"]) == ("0018", 11, 1)
     assert after["indexes"] >= NEW_INDEXES and "idx_messages_fts" not in after["indexes"]  # type: ignore[operator]
     assert (after["messages"], after["vectors"]) == (KEPT, 2)
     db = SessionDB(url=pg_url)
@@ -106,13 +106,13 @@ def test_offline_sql_script_upgrades_a_database_at_0011(pg_url: str) -> None:
     sql = script.stdout
     assert "GENERATED ALWAYS AS" not in sql and "CREATE OR REPLACE FUNCTION hermes_cjk_grams" in sql
     assert "CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_messages_search_vector" in sql
-    assert "UPDATE alembic_version SET version_num='0017'" in sql
+    assert "UPDATE alembic_version SET version_num='0018'" in sql
     assert "INSERT INTO schema_version (version) VALUES (11)" in sql
     # A DBA runs the script as it is; the server must accept it.
     run_psql(pg_url, sql)
     after = _objects(pg_url)
     assert (after["revision"], after["schema_version"], after["messages"], after["vectors"]) == (
-        "0017",
+        "0018",
         11,
         KEPT,
         2,
@@ -137,7 +137,7 @@ def test_on_sqlite_0012_changes_nothing_but_alembic_version(tmp_path: Path) -> N
     assert schema() == before
     with closing(sqlite3.connect(path)) as connection:
         assert connection.execute("SELECT version FROM schema_version").fetchall() == [(11,)]
-        assert connection.execute("SELECT version_num FROM alembic_version").fetchall() == [("0017",)]
+        assert connection.execute("SELECT version_num FROM alembic_version").fetchall() == [("0018",)]
     offline = _alembic(url, "upgrade", "0011:head", "--sql")
     assert offline.returncode == 0, offline.stderr
     assert "search_vector" not in offline.stdout and "hermes_cjk_grams" not in offline.stdout
@@ -247,5 +247,5 @@ def test_hermes_store_upgrade_shows_the_backfill_and_keeps_stdout_plain(pg_url: 
     result = runner.invoke(cli, ["--url", pg_url, "upgrade"], env={"FORCE_COLOR": "1"})
     assert result.exit_code == 0, result.output
     assert "upgrade 0011 -> 0012" in result.stderr and "search vectors" in result.stderr
-    assert "\x1b[" not in result.stdout and "→ 0017 (head)" in result.stdout
+    assert "\x1b[" not in result.stdout and "→ 0018 (head)" in result.stdout
     assert _objects(pg_url)["vectors"] == 2

@@ -67,7 +67,7 @@ def test_upgrade_builds_the_pair_index_and_every_phrase_keeps_its_hits(pg_url: s
     assert len(before['"cafe creme"']) == ROWS // 5
     # Content ending in "does" (i % 5 in 3, 4), then the tool name.
     assert before['"does terminal"'] == [i for i in range(1, ROWS + 1) if i % 5 in (3, 4) and i % 7 == 0]
-    result = alembic(pg_url, "upgrade", "head")
+    result = alembic(pg_url, "upgrade", "0017")
     assert result.returncode == 0, result.stderr
     assert scalar(pg_url, PAIR_INDEX_VALID) is True
     assert _hits(pg_url) == before
@@ -85,7 +85,7 @@ def test_downgrade_removes_the_index_and_the_function_keeping_rows_and_hits(pg_u
     migrate_with_rows(pg_url, "0016", FILL)
     at_0016 = catalog(pg_url)
     digest = scalar(pg_url, ROWS_DIGEST)
-    assert alembic(pg_url, "upgrade", "head").returncode == 0
+    assert alembic(pg_url, "upgrade", "0017").returncode == 0
     hits = _hits(pg_url)
     result = alembic(pg_url, "downgrade", "0016")
     assert result.returncode == 0, result.stderr

@@ -30,9 +30,9 @@ from hermes_store import SessionDB
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-PREVIOUS_RELEASES = ("13d1553", "27f8eef", "45bc335")
-"""Main before the online migrations (at revision 0011), main before revision 0016, and
-main before revision 0017."""
+PREVIOUS_RELEASES = ("13d1553", "45bc335", "3f120b6")
+"""Main before the online migrations (at revision 0011), main before revision 0017, and
+main before revision 0018 (which replaced the search indexes that release reads)."""
 
 PREVIOUS_RELEASE_CALLS = textwrap.dedent(
     """

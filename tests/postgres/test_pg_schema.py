@@ -1,4 +1,4 @@
-"""Revisions 0001–0017 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
+"""Revisions 0001–0018 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
 
 from __future__ import annotations
 
@@ -39,21 +39,28 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
     message_indexes = {ix["name"] for ix in inspector.get_indexes("messages")}
     assert {
         "idx_messages_session",
-        "idx_messages_search_vector",
+        "idx_messages_search_vector_bucket",
         "idx_messages_trgm",
         "idx_messages_cjk_grams",
-        "idx_messages_stored_cjk_grams",
+        "idx_messages_cjk_grams_bucket",
         "idx_messages_session_id",
-        "idx_messages_word_pairs",
+        "idx_messages_word_pairs_bucket",
     } <= message_indexes
     assert "idx_messages_fts" not in message_indexes  # replaced by the stored vector's index
+    # replaced by revision 0018's indexes keyed by id bucket too
+    assert (
+        not {"idx_messages_search_vector", "idx_messages_stored_cjk_grams", "idx_messages_word_pairs"}
+        & message_indexes
+    )
     with create_engine(pg_url).connect() as connection:
         assert connection.exec_driver_sql("SELECT version FROM schema_version").scalars().all() == [11]
         assert (
-            connection.exec_driver_sql("SELECT count(*) FROM pg_extension WHERE extname = 'pg_trgm'").scalar()
-            == 1
+            connection.exec_driver_sql(
+                "SELECT count(*) FROM pg_extension WHERE extname IN ('pg_trgm', 'btree_gin')"
+            ).scalar()
+            == 2
         )
-    assert current_revision(pg_url) == "0017"
+    assert current_revision(pg_url) == "0018"
 
 
 def test_epoch_seconds_keep_microseconds(pg_url: str) -> None:

@@ -313,3 +313,80 @@ def test_a_rare_phrase_looks_up_every_older_id_at_once(store: SessionDB, small_w
     # the pair over every older id, instead of slices widening eightfold.
     assert read.windows == [(newest - 16, newest), (0, newest - 16)]
     assert read.paired == [False, True]
+
+
+# --- windows split by id bucket (revision 0018) ---------------------------------------------
+
+BUCKET_BITS = 5  # 32 ids a bucket: the 400 messages reach 13 buckets
+
+
+@pytest.fixture
+def small_buckets(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The index keys 18 bits; arms of 5 name buckets no index holds, so they run as filters:
+    # what this checks is which ids each window reads, and that the hits stay exact.
+    from hermes_store.search import id_buckets
+
+    monkeypatch.setattr(id_buckets, "ID_BUCKET_BITS", BUCKET_BITS)
+    monkeypatch.setattr(pg_search, "ID_BUCKET_BITS", BUCKET_BITS)
+
+
+def _statements(store: SessionDB, query: str, **kwargs: Any) -> tuple[list[int], list[str]]:
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    sa.event.listen(store.engine, "before_cursor_execute", record)
+    try:
+        hits = [int(hit["id"]) for hit in store.search_messages(query, **kwargs)]
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", record)
+    return hits, statements
+
+
+def test_a_rare_pair_reads_older_ids_a_bucket_then_two_four_and_eight_at_a_time(
+    store: SessionDB, small_windows: None, small_buckets: None
+) -> None:
+    read = _read(store, "zork 记忆", limit=20)
+    assert read.hits == [170, 41, 40]
+    newest = max(_expected(store, "plain"))
+    width = 1 << BUCKET_BITS
+    floor = newest - FIRST
+    expected = [(floor, newest)]
+    for buckets in (1, 2, 4, 8):
+        lowest = (floor >> BUCKET_BITS) - buckets + 1
+        expected.append((max(lowest * width - 1, 0), floor))
+        floor = expected[-1][0]
+    # The 400 ids end inside the eight buckets; a larger store reads what is older than
+    # fifteen buckets in one statement, as before.
+    assert floor == 0 and read.windows == expected
+    _, statements = _statements(store, "zork 记忆", limit=20)
+    arms = [sql.count(f"(m.id >> {BUCKET_BITS}) = CAST(") for sql in statements if "WITH hits AS" in sql]
+    assert arms[1:] == [1, 2, 4, min(8, (newest - FIRST) // width - 6)]
+
+
+def test_a_word_slice_is_looked_up_one_arm_per_bucket(
+    store: SessionDB, small_word_windows: None, small_buckets: None
+) -> None:
+    hits, statements = _statements(store, "zork", limit=20)
+    assert sorted(hits) == [40, 41, 170]
+    ranked = [sql for sql in statements if "ts_rank" in sql]
+    assert any("UNION ALL" in sql for sql in ranked[1:])
+    assert "UNION ALL" not in ranked[0]  # the newest slice is checked row by row
+
+
+@pytest.mark.parametrize(
+    "query", ["the 记忆", "记忆", "zork 记忆", "plain 记忆", "plain", '"plain the"', "w1*"]
+)
+def test_pages_split_by_bucket_are_the_brute_force_answer(
+    store: SessionDB, small_windows: None, small_word_windows: None, small_buckets: None, query: str
+) -> None:
+    if all(ord(char) < 128 for char in query):
+        expected = _word_expected(store, query)
+        assert set(_read(store, query, limit=1000).hits) == expected
+        return
+    expected_ids = _expected(store, *query.split())
+    for limit in (1, 5, 20, 50):
+        for offset in (0, 3, 17, 40):
+            hits, *_ = _read(store, query, limit=limit, offset=offset)
+            assert hits == expected_ids[offset : offset + limit], (limit, offset)

@@ -30,3 +30,15 @@ def test_a_phrase_with_few_predicted_matches_takes_every_older_id() -> None:
     million = 1_000_000
     assert _older_slice(million, million - 2048, 4, 20, WALKED_ROW_COST, by_pairs=True)[0] == million - 2048
     assert _older_slice(million, million - 2048, 5, 20, WALKED_ROW_COST, by_pairs=True)[0] == 10240
+
+
+def test_a_slice_looked_up_by_bucket_weighs_only_its_buckets_entries() -> None:
+    # The rate that walks a slice of a ten-million store looks it up once the lookup names
+    # its buckets: it reads one bucket's entries, not the store's.
+    assert _older_slice(NEWEST, NEWEST - 2048, 14, 20, WALKED_ROW_COST, by_pairs=False, by_bucket=True) == (
+        2340,
+        False,
+    )
+    # A dense phrase (candidates from two or more pairs, 0.5 entries a row) is still walked:
+    # most of its slice's rows hold the pairs.
+    assert _older_slice(NEWEST, NEWEST - 2048, 1500, 2000, 0.5, by_pairs=True, by_bucket=True)[1]

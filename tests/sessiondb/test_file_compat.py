@@ -231,7 +231,7 @@ def test_ours_keeps_an_upstream_file_healthy_for_upstream(ours_on_upstream, upst
     ours_on_upstream.set_session_title("up-tg", "Telegram chat")
     assert [h["id"] for h in ours_on_upstream.search_messages("新的内容")] == [10]
     assert legacy_db.schema_versions(upstream_file) == [11]
-    assert legacy_db.alembic_versions(upstream_file) == ["0017"]
+    assert legacy_db.alembic_versions(upstream_file) == ["0018"]
     for table in ("messages_fts", "messages_fts_trigram"):
         legacy_db.fts_integrity_check(upstream_file, table)
     assert legacy_db.fts_rowids(upstream_file, "messages_fts", "new") == [10]
@@ -377,7 +377,7 @@ def test_fresh_file_schema_matches_upstream_reference(tmp_path, open_db):
     legacy_db.build_legacy_db(reference, 11)
     assert_same_schema(path, reference)
     assert legacy_db.schema_versions(path) == [11]
-    assert legacy_db.alembic_versions(path) == ["0017"]
+    assert legacy_db.alembic_versions(path) == ["0018"]
 
 
 # =====================================================================================
@@ -567,7 +567,7 @@ def test_ours_reads_a_file_written_by_upstream(tmp_path, open_db, upstream_db):
     reference = upstream_db(path)
     assert_same_view(ours, reference)
     assert ours.get_messages("root")[1]["tool_calls"] == [SEARCH_CALL]
-    assert legacy_db.alembic_versions(path) == ["0017"]
+    assert legacy_db.alembic_versions(path) == ["0018"]
     assert legacy_db.schema_versions(path) == [11]
 
 
@@ -632,7 +632,7 @@ def test_upstream_reopening_our_file_changes_nothing(tmp_path, open_db, upstream
     assert legacy_db.schema_versions(path) == [11]
     again = open_db(path)
     assert again.get_session("tip")["title"] == "Cluster deploy #2"
-    assert legacy_db.alembic_versions(path) == ["0017"]
+    assert legacy_db.alembic_versions(path) == ["0018"]
 
 
 def test_schema_matches_a_file_created_by_upstream(tmp_path, open_db, upstream_db):
