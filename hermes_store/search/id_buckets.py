@@ -38,10 +38,11 @@ def splits_by_bucket(newest: int) -> bool:
 def bucket_arms(floor: int, ceiling: int) -> list[tuple[int, int, int]] | None:
     """The parts of the ids in ``(floor, ceiling]``, one per bucket, newest first: each
     ``(floor, ceiling, bucket)``; ``None`` when they cross more than :data:`MAX_BUCKET_ARMS`
-    buckets."""
+    buckets, or reach the oldest id (``floor`` 0 or below): such a window reads every
+    older bucket's candidates anyway, and one statement plans faster than its arms."""
     if ceiling <= floor:
         return []
-    if (ceiling >> ID_BUCKET_BITS) - ((max(floor, 0) + 1) >> ID_BUCKET_BITS) >= MAX_BUCKET_ARMS:
+    if floor <= 0 or (ceiling >> ID_BUCKET_BITS) - ((floor + 1) >> ID_BUCKET_BITS) >= MAX_BUCKET_ARMS:
         return None
     arms: list[tuple[int, int, int]] = []
     top = ceiling

@@ -530,10 +530,11 @@ def _substring_hits(
     if narrowed and floor > 0 and _next_window_fills(len(hits), wanted):
         found, floor = window(floor, max(floor - SECOND_SUBSTRING_WINDOW, 0), True)
         hits += found
-    buckets = 1
+    # Older ids a bucket, then two, four and eight at a time: each window reads the
+    # candidates of its own buckets, and stops the search once the page is full. The
+    # first takes two when less than half a bucket lies below the windows so far.
+    buckets = 1 if floor & ((1 << ID_BUCKET_BITS) - 1) >= 1 << (ID_BUCKET_BITS - 1) else 2
     while by_bucket and len(hits) < wanted and floor > 0 and buckets <= MAX_BUCKET_ARMS:
-        # Older ids a bucket, then two, four and eight at a time: each window reads the
-        # candidates of its own buckets, and stops the search once the page is full.
         found, floor = window(floor, oldest_bucket_floor(floor, buckets), True)
         hits += found
         buckets *= 2

@@ -353,16 +353,34 @@ def test_a_rare_pair_reads_older_ids_a_bucket_then_two_four_and_eight_at_a_time(
     width = 1 << BUCKET_BITS
     floor = newest - FIRST
     expected = [(floor, newest)]
-    for buckets in (1, 2, 4, 8):
+    # Less than half a bucket below the first window (384 starts bucket 12): two buckets
+    # first, then four, then eight.
+    assert floor % width < width // 2
+    counts = []
+    for buckets in (2, 4, 8):
         lowest = (floor >> BUCKET_BITS) - buckets + 1
         expected.append((max(lowest * width - 1, 0), floor))
+        counts.append(buckets if lowest > 0 else 0)
         floor = expected[-1][0]
-    # The 400 ids end inside the eight buckets; a larger store reads what is older than
+        if floor == 0:
+            break
+    # The 400 ids end inside those windows; a larger store reads what is older than
     # fifteen buckets in one statement, as before.
-    assert floor == 0 and read.windows == expected
+    assert read.windows == expected
     _, statements = _statements(store, "zork 记忆", limit=20)
     arms = [sql.count(f"(m.id >> {BUCKET_BITS}) = CAST(") for sql in statements if "WITH hits AS" in sql]
-    assert arms[1:] == [1, 2, 4, min(8, (newest - FIRST) // width - 6)]
+    # The last window reaches the oldest id: read in one statement, not split.
+    assert arms[1:] == counts == [2, 4, 0]
+
+
+def test_the_chain_starts_with_one_bucket_when_half_of_it_lies_below(
+    store: SessionDB, small_windows: None, small_buckets: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    newest = max(_expected(store, "plain"))
+    monkeypatch.setattr(pg_search, "FIRST_SUBSTRING_WINDOW", newest - 383)  # floor 383: bucket 11's last id
+    read = _read(store, "zork 记忆", limit=20)
+    assert read.hits == [170, 41, 40]
+    assert read.windows[1] == (351, 383)  # bucket 11 alone
 
 
 def test_a_word_slice_is_looked_up_one_arm_per_bucket(

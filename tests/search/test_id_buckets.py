@@ -24,7 +24,7 @@ def test_the_arms_cover_the_window_once_each_inside_its_bucket(floor: int, size:
     arms = bucket_arms(floor, ceiling)
     crossed = {i >> ID_BUCKET_BITS for i in (floor + 1, ceiling)} if size else set()
     spanned = (ceiling >> ID_BUCKET_BITS) - ((floor + 1) >> ID_BUCKET_BITS) + 1 if size else 0
-    if spanned > MAX_BUCKET_ARMS:
+    if spanned > MAX_BUCKET_ARMS or (floor == 0 and size):
         assert arms is None
         return
     assert arms is not None
@@ -45,21 +45,14 @@ def test_a_window_at_a_bucket_edge_takes_whole_buckets() -> None:
         (last_of_bucket_3 - WIDTH, last_of_bucket_3, 3)
     ]
     assert bucket_arms(5, 5) == []
+    assert bucket_arms(0, WIDTH) is None  # reaches the oldest id: one statement
     assert oldest_bucket_floor(last_of_bucket_3, 1) == 3 * WIDTH - 1
     assert oldest_bucket_floor(last_of_bucket_3 + 7, 2) == 3 * WIDTH - 1
     assert oldest_bucket_floor(100, 4) == 0
     # Eight whole buckets are still split; nine are not.
-    assert (
-        len(
-            bucket_arms(oldest_bucket_floor(last_of_bucket_3 + 4 * WIDTH, 8), last_of_bucket_3 + 4 * WIDTH)
-            or []
-        )
-        == 8
-    )
-    assert (
-        bucket_arms(oldest_bucket_floor(last_of_bucket_3 + 5 * WIDTH, 9), last_of_bucket_3 + 5 * WIDTH)
-        is None
-    )
+    last_of_bucket_11 = 12 * WIDTH - 1
+    assert len(bucket_arms(oldest_bucket_floor(last_of_bucket_11, 8), last_of_bucket_11) or []) == 8
+    assert bucket_arms(oldest_bucket_floor(last_of_bucket_11, 9), last_of_bucket_11) is None
 
 
 def test_the_union_names_every_arm_with_its_own_values() -> None:
