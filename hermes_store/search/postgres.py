@@ -479,15 +479,27 @@ def _substring_hits(
     through their posting lists, 143 candidates in 0.5 ms over the whole store, where a
     walk that rarely fills costs 4 ms.
     """
+    newest = _newest_id_with_search_memory(db)
+    if newest is None:
+        return []
     grams_source = cjk_grams_source(db)
+    # With the stored grams keyed by id bucket (revision 0018) in a store that reaches
+    # enough buckets, a CJK term pg_trgm could serve is looked up by its grams too: the
+    # gram index reads a window's buckets, pg_trgm's posting list the whole store.
+    bucketed = (
+        grams_source == STORED_CJK_GRAMS
+        and splits_by_bucket(int(newest))
+        and _reaches(db, BUCKETED_INDEXES_REVISION)
+    )
+    grams_of = cjk_grams_of if bucketed else required_cjk_grams
     narrowed = grams_source is not None and any(
-        required_cjk_grams(term) for group in plan.groups for term in group.required
+        grams_of(term) for group in plan.groups for term in group.required
     )
     # Asked only when a gram condition is written: a database not yet at 0016 costs a
     # look at its revision per search, which other substring searches need not pay.
     with_trigrams = narrowed and grams_source == STORED_CJK_GRAMS and grams_hold_ascii_trigrams(db)
     condition, terms = _substring_condition(
-        plan, params, grams_source=grams_source, ascii_trigrams_in_grams=with_trigrams
+        plan, params, grams_source=grams_source, ascii_trigrams_in_grams=with_trigrams, grams_of=grams_of
     )
     if not terms:
         return []
@@ -495,18 +507,10 @@ def _substring_hits(
     # The bounded windows' form of a narrowed search (the others use ``condition`` only).
     checked, checked_params = condition, params
     if narrowed:
-        checked, checked_params = _checked_form(plan, params, grams_source, with_trigrams)
-    newest = _newest_id_with_search_memory(db)
-    if newest is None:
-        return []
+        checked, checked_params = _checked_form(plan, params, grams_source, with_trigrams, grams_of)
     wanted = params["offset"] + params["limit"]
     # A window the gram index answers names its id buckets (revision 0018).
-    by_bucket = (
-        narrowed
-        and grams_source == STORED_CJK_GRAMS
-        and splits_by_bucket(int(newest))
-        and _reaches(db, BUCKETED_INDEXES_REVISION)
-    )
+    by_bucket = narrowed and bucketed
 
     def window(ceiling: int, floor: int, bounded_form: bool) -> tuple[list[dict[str, Any]], int]:
         sql_condition, sql_params = (checked, checked_params) if bounded_form else (condition, params)

@@ -383,6 +383,18 @@ def test_the_chain_starts_with_one_bucket_when_half_of_it_lies_below(
     assert read.windows[1] == (351, 383)  # bucket 11 alone
 
 
+def test_a_three_character_cjk_term_is_looked_up_by_its_grams_once_the_store_is_split(
+    store: SessionDB, small_windows: None, small_buckets: None
+) -> None:
+    # Past the walk, 服务器's windows ask the bucketed gram index for 服务 and 务器 (pg_trgm,
+    # which has no bucket, would read its trigram's whole posting list).
+    hits, statements = _statements(store, "服务器", limit=60)
+    assert hits == _expected(store, "服务器")[:60]
+    windows = [sql for sql in statements if "WITH hits AS" in sql]
+    assert len(windows) > 1 and all("cjk_grams" in sql for sql in windows)
+    assert any(f"(m.id >> {BUCKET_BITS}) = CAST(" in sql for sql in windows[1:])
+
+
 def test_a_word_slice_is_looked_up_one_arm_per_bucket(
     store: SessionDB, small_word_windows: None, small_buckets: None
 ) -> None:
@@ -394,7 +406,8 @@ def test_a_word_slice_is_looked_up_one_arm_per_bucket(
 
 
 @pytest.mark.parametrize(
-    "query", ["the 记忆", "记忆", "zork 记忆", "plain 记忆", "plain", '"plain the"', "w1*"]
+    "query",
+    ["the 记忆", "记忆", "zork 记忆", "plain 记忆", "服务器", "服务器 plain", "plain", '"plain the"', "w1*"],
 )
 def test_pages_split_by_bucket_are_the_brute_force_answer(
     store: SessionDB, small_windows: None, small_word_windows: None, small_buckets: None, query: str
