@@ -25,8 +25,8 @@ MIN_STORE_BUCKETS = 4
 """A store whose ids reach fewer buckets is not split: a bucket then holds a third of it or
 more, the planner rightly weighs its key like a scan of that share (and may walk a short
 window by the primary key instead), and the arms would save little."""
-BUCKET_BOUNDS = "m.id > :floor AND m.id <= :ceiling"
-"""A window's bounds as its one-statement form writes them."""
+WINDOW_BOUNDS = "m.id > :floor AND m.id <= :ceiling"
+"""A window's bounds in its one-statement form (not split by bucket)."""
 
 
 def splits_by_bucket(newest: int) -> bool:
@@ -78,8 +78,11 @@ def arm_params(arms: list[tuple[int, int, int]]) -> dict[str, Any]:
     return params
 
 
-def union_of_arms(arms: list[tuple[int, int, int]], arm_sql: Callable[[str], str], outer: str) -> str:
-    """One statement: ``arm_sql(bounds)`` for every arm, joined by ``UNION ALL`` and read
-    by ``outer`` (``SELECT … FROM arms …``, the union named ``arms``)."""
+def split_by_bucket(
+    arms: list[tuple[int, int, int]], arm_sql: Callable[[str], str], columns: str, order_and_limit: str
+) -> tuple[str, dict[str, Any]]:
+    """One statement reading ``arms``: ``arm_sql(bounds)`` for each arm (its bounds and
+    bucket written in), joined by ``UNION ALL``, then ``SELECT columns … order_and_limit``
+    over the union; and the values its arms bind."""
     union = " UNION ALL ".join(f"({arm_sql(arm_bounds(index))})" for index in range(len(arms)))
-    return outer.replace("FROM arms", f"FROM ({union}) AS arms", 1)
+    return f"SELECT {columns} FROM ({union}) AS arms {order_and_limit}", arm_params(arms)

@@ -50,14 +50,13 @@ from hermes_store.search.cjk import is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters
 from hermes_store.search.fts5_query import parse_word_query
 from hermes_store.search.id_buckets import (
-    BUCKET_BOUNDS,
     ID_BUCKET_BITS,
     MAX_BUCKET_ARMS,
-    arm_params,
+    WINDOW_BOUNDS,
     bucket_arms,
     oldest_bucket_floor,
+    split_by_bucket,
     splits_by_bucket,
-    union_of_arms,
 )
 from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, has_ascii_letter, like_pattern
 
@@ -276,7 +275,7 @@ def _word_hits(
     if newest is None:
         return []
 
-    def ranked(matched: str, newest_slice: bool, narrowed_by: str = "", bounds: str = BUCKET_BOUNDS) -> str:
+    def ranked(matched: str, newest_slice: bool, narrowed_by: str = "", bounds: str = WINDOW_BOUNDS) -> str:
         # The tsquery is written out where it is used (not read from a CTE) so the planner
         # folds it to a constant and estimates its matches from the GIN statistics. The
         # newest slice needs no upper bound (nothing is newer); one would make the key look
@@ -340,12 +339,12 @@ def _word_hits(
         if arms:
             # The slice's lookup, one arm per id bucket (revision 0018): each reads its
             # own bucket's posting-list entries, not the whole store's.
-            sql = union_of_arms(
+            sql, by_arm = split_by_bucket(
                 arms,
                 lambda bounds: ranked(looked_up_by, False, narrowed_by, bounds),
-                "SELECT id, score FROM arms ORDER BY score DESC, id DESC LIMIT :wanted",
+                "id, score",
+                "ORDER BY score DESC, id DESC LIMIT :wanted",
             )
-            by_arm = arm_params(arms)
     rows.sort(key=lambda row: (-float(row[1]), -int(row[0])))
     page = rows[offset : offset + limit]
     if not page:
@@ -612,10 +611,10 @@ def _substring_page(
         ORDER BY m.id DESC
         LIMIT :need"""
 
-    found = newest_hits(BUCKET_BOUNDS)
+    found = newest_hits(WINDOW_BOUNDS)
     if arms:
-        found = union_of_arms(arms, newest_hits, "SELECT id FROM arms ORDER BY id DESC LIMIT :need")
-        params = {**params, **arm_params(arms)}
+        found, by_arm = split_by_bucket(arms, newest_hits, "id", "ORDER BY id DESC LIMIT :need")
+        params = {**params, **by_arm}
     sql = f"""
     WITH hits AS ({found})
     SELECT {_PAGE_COLUMNS.format(snippet="m.content")}

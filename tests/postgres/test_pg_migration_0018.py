@@ -95,6 +95,10 @@ def test_upgrade_keys_the_indexes_by_bucket_and_every_query_keeps_its_hits(pg_ur
     assert result.returncode == 0, result.stderr
     assert all(scalar(pg_url, VALID.format(name)) is True for name in NEW)
     assert all(scalar(pg_url, VALID.format(name)) is None for name in OLD)
+    # The bucket the indexes key is the one the search names (search/id_buckets.py).
+    for name in NEW:
+        definition = scalar(pg_url, f"SELECT pg_get_indexdef('{name}'::regclass)")
+        assert f"(id >> {ID_BUCKET_BITS})" in str(definition)
     assert _hits(pg_url) == expected
     # Every page of a newest-first search, at the store's real bucket width.
     db = SessionDB(url=pg_url)

@@ -12,7 +12,7 @@ from hermes_store.search.id_buckets import (
     arm_params,
     bucket_arms,
     oldest_bucket_floor,
-    union_of_arms,
+    split_by_bucket,
 )
 
 WIDTH = 1 << ID_BUCKET_BITS
@@ -57,9 +57,11 @@ def test_a_window_at_a_bucket_edge_takes_whole_buckets() -> None:
 
 def test_the_union_names_every_arm_with_its_own_values() -> None:
     arms = [(WIDTH, 2 * WIDTH + 5, 2), (WIDTH - 1, WIDTH, 1)]
-    sql = union_of_arms(
-        arms, lambda bounds: f"SELECT m.id FROM messages m WHERE {bounds}", "SELECT id FROM arms LIMIT 3"
+    sql, params = split_by_bucket(
+        arms, lambda bounds: f"SELECT m.id FROM messages m WHERE {bounds}", "id", "LIMIT 3"
     )
+    assert sql.startswith("SELECT id FROM (") and sql.endswith(") AS arms LIMIT 3")
+    assert params == arm_params(arms)
     assert sql.count("UNION ALL") == 1
     assert arm_bounds(1) in sql and arm_bounds(0) in sql
     assert f"(m.id >> {ID_BUCKET_BITS}) = CAST(:bucket_0 AS integer)" in sql
