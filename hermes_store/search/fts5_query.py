@@ -25,7 +25,7 @@ from itertools import pairwise
 
 from hermes_store.search.unicode61 import MAX_LEXEME_BYTES, quote_lexeme, words
 
-__all__ = ["parse_word_query", "required_word_pairs", "to_tsquery_text"]
+__all__ = ["parse_word_query"]
 
 # A quoted string ("" inside is one quote), a star, an operator or a bareword; anything
 # else separates (the sanitiser leaves nothing else, and FTS5 would reject it).
@@ -108,24 +108,12 @@ def _combine(operator: str, left: Node, right: Node) -> Node:
 
 
 def parse_word_query(match: str) -> tuple[str, list[str]] | None:
-    """The sanitised FTS5 query ``match`` parsed once: its ``tsquery`` and its required word
-    pairs (:func:`required_word_pairs`), or ``None`` when it matches nothing."""
+    """The sanitised FTS5 query ``match`` parsed: its ``tsquery`` and, sorted, the adjacent
+    word pairs (``"a b"``, lexemes as stored) that every message matching it holds — those
+    of its phrases that the query requires (an ``OR`` keeps the pairs both sides require,
+    ``NOT`` none of its right side); ``None`` when it matches nothing."""
     parsed = _parse(match)
     return None if parsed is None else (parsed.text, sorted(parsed.pairs))
-
-
-def to_tsquery_text(match: str) -> str | None:
-    """The ``tsquery`` for the sanitised FTS5 query ``match``, or ``None`` when it matches nothing."""
-    parsed = parse_word_query(match)
-    return None if parsed is None else parsed[0]
-
-
-def required_word_pairs(match: str) -> list[str]:
-    """The adjacent word pairs (``"a b"``, lexemes as stored) that every message matching
-    the sanitised FTS5 query ``match`` holds, sorted: those of its phrases that the query
-    requires (an ``OR`` keeps the pairs both sides require, ``NOT`` none of its right side)."""
-    parsed = parse_word_query(match)
-    return [] if parsed is None else parsed[1]
 
 
 def _parse(match: str) -> Node:

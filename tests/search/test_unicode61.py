@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pg_catalog import revision_module
 
-from hermes_store.search.fts5_query import required_word_pairs, to_tsquery_text
+from hermes_store.search.fts5_query import parse_word_query
 from hermes_store.search.sanitize import sanitize_fts5_query
 from hermes_store.search.unicode61 import MAX_POSITION, postgres_vector_functions, words
 
@@ -33,6 +33,18 @@ ALPHABET = (
 )
 
 texts = st.text(alphabet=ALPHABET, max_size=60)
+
+
+def to_tsquery_text(match: str) -> str | None:
+    """The tsquery of ``match`` (``parse_word_query``'s first part), or ``None``."""
+    parsed = parse_word_query(match)
+    return None if parsed is None else parsed[0]
+
+
+def required_word_pairs(match: str) -> list[str]:
+    """The word pairs ``match`` requires (``parse_word_query``'s second part)."""
+    parsed = parse_word_query(match)
+    return [] if parsed is None else parsed[1]
 
 
 class Fts5:
