@@ -80,7 +80,8 @@ def _measure_set(call: Callable[[str], object], queries: list[str], rounds: int)
     return samples
 
 
-def _source(spec: DatasetSpec, cache: Path, log: Callable[[str], None]) -> Path:
+def source_file(spec: DatasetSpec, cache: Path, log: Callable[[str], None]) -> Path:
+    """The generated source file of ``spec`` under ``cache``, built the first time."""
     path = cache / f"source-{spec.key}.db"
     if not path.exists():
         log(f"generating {spec.message_total:,} messages -> {path}")
@@ -90,7 +91,9 @@ def _source(spec: DatasetSpec, cache: Path, log: Callable[[str], None]) -> Path:
     return path
 
 
-def _sqlite_store(source: Path, messages: int, cache: Path, key: str) -> Path:
+def sqlite_store(source: Path, messages: int, cache: Path, key: str) -> Path:
+    """A hermes_store SQLite file holding the first ``messages`` messages of ``source``
+    (and their sessions), built under ``cache`` the first time."""
     path = cache / f"store-{key}-first{messages}.db"
     if not path.exists():
         partial = path.with_name(path.name + ".partial")
@@ -205,9 +208,9 @@ def main(argv: list[str] | None = None) -> int:
 
     spec = DatasetSpec(args.sessions, args.messages, 500, args.seed)
     args.cache.mkdir(parents=True, exist_ok=True)
-    source = _source(spec, args.cache, log)
+    source = source_file(spec, args.cache, log)
     total = int(read_info(source)["messages"])
-    lite_path = _sqlite_store(source, args.sqlite_messages, args.cache, spec.key)
+    lite_path = sqlite_store(source, args.sqlite_messages, args.cache, spec.key)
 
     admin = sa.create_engine(args.pg_url, isolation_level="AUTOCOMMIT")
     name = args.reuse or f"hermes_scale_{uuid.uuid4().hex[:8]}"

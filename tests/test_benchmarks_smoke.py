@@ -105,3 +105,21 @@ def test_pg_scale_benchmark_times_chosen_kinds_on_a_small_store(pg_admin_url: st
     figures = [line.split("|")[1].strip() for line in proc.stdout.splitlines() if line.startswith("| search")]
     assert figures == ["search word", "search phrase"], proc.stdout
     assert "timing at load average" in proc.stdout and "rebuilt idx_messages_word_pairs_bucket" in proc.stdout
+
+
+def test_search_against_upstream_reports_every_kind_on_every_side(tmp_path: Path) -> None:
+    """``bench_search_upstream`` times each issue-20 kind on upstream, sqlite3 and the store."""
+    from benchmarks.bench_search_upstream import search_kinds
+    from benchmarks.upstream import MIRROR
+
+    proc = _run_benchmark(
+        "bench_search_upstream", ["--sessions", "10", "--rounds", "1", "--cache", str(tmp_path)], timeout=300
+    )
+    rows = {line.split("|")[1].strip(): line for line in proc.stdout.splitlines() if line.startswith("| ")}
+    assert set(search_kinds(42)) <= set(rows), proc.stdout
+    for kind in search_kinds(42):
+        cells = [cell.strip() for cell in rows[kind].split("|")[2:-1]]
+        assert cells[1] != "-" and cells[2] != "-", rows[kind]  # sqlite3 and hermes_store always run
+        if MIRROR.exists():
+            assert cells[0] != "-" and cells[3].endswith("×"), rows[kind]
+    assert "load average before" in proc.stdout and "load average after" in proc.stdout
