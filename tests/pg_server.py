@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -226,14 +226,19 @@ _dropper: ThreadPoolExecutor | None = None
 _drops: list[Future[None]] = []
 
 
-def _drop(admin_url: str, name: str) -> None:
-    admin = sa.make_url(admin_url)
-    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+def _admin_statement(admin_url: str, statement: str) -> None:
+    engine = sa.create_engine(
+        sa.make_url(admin_url), isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool
+    )
     try:
         with engine.connect() as connection:
-            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            connection.exec_driver_sql(statement)
     finally:
         engine.dispose()
+
+
+def _drop(admin_url: str, name: str) -> None:
+    _admin_statement(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def drop_later(admin_url: str, name: str) -> None:
@@ -248,6 +253,59 @@ def drop_later(admin_url: str, name: str) -> None:
     if _dropper is None:
         _dropper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drop-database")
     _drops.append(_dropper.submit(_drop, admin_url, name))
+
+
+SHARED_RECORD = ".shared-database"
+"""Suffix of the file naming a database :func:`shared_database` built for the whole run."""
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created if missing) while the block lasts."""
+    import fcntl
+
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def shared_database(
+    admin_url: str, key: str, build: Callable[[str], None], registry: Path
+) -> tuple[str, bool]:
+    """The URL of database ``key``, built by ``build(url)`` by the first process to ask.
+
+    ``registry`` is a folder every process of the run sees (under xdist, the parent of the
+    workers' temporary folders): the first process holds its lock while it creates the
+    database and builds it, then writes the database's name there; the others wait for
+    the lock and read the name. Returns ``(url, built_here)``. Whoever builds nothing
+    drops nothing: :func:`drop_shared` (the xdist controller, once every worker is done)
+    or the builder itself (a run without workers) drops it.
+    """
+    admin = sa.make_url(admin_url)
+    record = registry / f"{key}{SHARED_RECORD}"
+    with _locked(registry / f"{key}.lock"):
+        if record.exists():
+            return admin.set(database=record.read_text()).render_as_string(hide_password=False), False
+        name = f"hermes_{key}_{uuid.uuid4().hex[:10]}"
+        _admin_statement(admin_url, f'CREATE DATABASE "{name}"')
+        url = admin.set(database=name).render_as_string(hide_password=False)
+        try:
+            build(url)
+        except BaseException:
+            _drop(admin_url, name)
+            raise
+        record.write_text(name)
+        return url, True
+
+
+def drop_shared(admin_url: str, registry: Path) -> None:
+    """Drop every database :func:`shared_database` recorded in ``registry``."""
+    for record in sorted(registry.glob(f"*{SHARED_RECORD}")):
+        _drop(admin_url, record.read_text())
+        record.unlink()
 
 
 def finish_drops() -> None:

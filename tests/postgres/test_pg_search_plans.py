@@ -13,12 +13,11 @@ them, so an index that silently found nothing would fail too.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from pg_server import scratch_database
 
 from hermes_store import SessionDB, create_engine, upgrade
 
@@ -55,26 +54,29 @@ QUOKKA = MESSAGES // 1499
 WORD_INDEX = "idx_messages_search_vector_bucket"  # revision 0018: words keyed by id bucket too
 
 
-# Session scope: xdist interleaves this module's tests with others on a worker, and a
-# module-scoped fixture would then be rebuilt (about 14 s) for each of them.
+def _load(url: str) -> None:
+    upgrade(url)
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        for statement in LOAD:
+            connection.execute(sa.text(statement))
+    # As autovacuum leaves a store that grew: GIN keeps its entry counts, which the
+    # planner reads, in its metapage, and only VACUUM refreshes them. Counted when the
+    # indexes were built on an empty table, they make the two-column indexes of
+    # revision 0018 look a hundred times costlier than they are.
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        connection.execute(sa.text("VACUUM ANALYZE messages"))
+    engine.dispose()
+
+
+# Built once per test run (about 13 s) and shared by the xdist workers, which only read it:
+# xdist spreads this module's tests over workers, and a fixture of a worker's own would be
+# built in each of them.
 @pytest.fixture(scope="session")
-def big_store(pg_admin_url: str) -> Iterator[SessionDB]:
-    with scratch_database(pg_admin_url, "hermes_plans") as url:
-        upgrade(url)
-        engine = create_engine(url)
-        with engine.begin() as connection:
-            for statement in LOAD:
-                connection.execute(sa.text(statement))
-        # As autovacuum leaves a store that grew: GIN keeps its entry counts, which the
-        # planner reads, in its metapage, and only VACUUM refreshes them. Counted when the
-        # indexes were built on an empty table, they make the two-column indexes of
-        # revision 0018 look a hundred times costlier than they are.
-        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
-            connection.execute(sa.text("VACUUM ANALYZE messages"))
-        engine.dispose()
-        db = SessionDB(url=url)
-        yield db
-        db.close()
+def big_store(shared_pg_database: Callable[[str, Callable[[str], None]], str]) -> Iterator[SessionDB]:
+    db = SessionDB(url=shared_pg_database("plans", _load))
+    yield db
+    db.close()
 
 
 class Recorder:

@@ -34,15 +34,32 @@ from hermes_store.schema.migration_ops import BATCH_ROWS
 pytestmark = pytest.mark.postgres
 
 ROWS = 6 * BATCH_ROWS
-"""Six backfill batches (``migration_ops.BATCH_ROWS``): the last one is blocked."""
+"""Messages of the backfill test's database: six backfill batches
+(``migration_ops.BATCH_ROWS``), the last one blocked; the five before it give the test
+time to take its row lock while the backfill runs."""
+FEW_ROWS = 300
+"""Messages of the other two tests' databases (killed before 0012's backfill starts): a
+rerun then upgrades a few hundred rows, not six thousand, through every revision."""
 
-FILL = (
-    "INSERT INTO sessions (id, source, started_at, message_count, tool_call_count, input_tokens, "
-    "output_tokens) VALUES ('s', 'cli', 1.7e9, 0, 0, 0, 0)",
-    "INSERT INTO messages (session_id, role, content, tool_name, timestamp) "
-    "SELECT 's', 'user', 'message ' || i || ' about kubernetes 记忆', "
-    f"CASE WHEN mod(i, 3) = 0 THEN 'terminal' END, 1.7e9 + i FROM generate_series(1, {ROWS}) AS i",
-)
+
+def _fill(rows: int) -> tuple[str, ...]:
+    return (
+        "INSERT INTO sessions (id, source, started_at, message_count, tool_call_count, input_tokens, "
+        "output_tokens) VALUES ('s', 'cli', 1.7e9, 0, 0, 0, 0)",
+        "INSERT INTO messages (session_id, role, content, tool_name, timestamp) "
+        "SELECT 's', 'user', 'message ' || i || ' about kubernetes 记忆', "
+        f"CASE WHEN mod(i, 3) = 0 THEN 'terminal' END, 1.7e9 + i FROM generate_series(1, {rows}) AS i",
+    )
+
+
+TEMPLATES = {
+    # name: (messages, revision)
+    "0010": (FEW_ROWS, "0010"),
+    "0011": (FEW_ROWS, "0011"),
+    "0011_backfill": (ROWS, "0011"),
+    # The reference: upgraded to head without interruption. Only its schema is compared.
+    "clean": (FEW_ROWS, "head"),
+}
 
 
 def _admin_execute(admin_url: str, statement: str) -> None:
@@ -52,31 +69,28 @@ def _admin_execute(admin_url: str, statement: str) -> None:
     engine.dispose()
 
 
-@pytest.fixture(scope="module")
-def templates(pg_admin_url: str) -> Iterator[dict[str, str]]:
-    """Template databases at 0010 and 0011 holding :data:`ROWS` messages, and a reference
-    database upgraded from the 0011 one to head without interruption."""
-    admin = sa.make_url(pg_admin_url)
-    names = {key: f"hermes_tpl_{key}_{uuid.uuid4().hex[:8]}" for key in ("0010", "0011", "clean")}
-    urls = {
-        key: admin.set(database=name).render_as_string(hide_password=False) for key, name in names.items()
-    }
-    try:
-        _admin_execute(pg_admin_url, f'CREATE DATABASE "{names["0010"]}"')
-        migrate_to(urls["0010"], "0010")
-        engine = engine_for(urls["0010"])
+def _builder(rows: int, revision: str) -> Callable[[str], None]:
+    def build(url: str) -> None:
+        migrate_to(url, "0010")
+        engine = engine_for(url)
         with engine.begin() as connection:
-            for statement in FILL:
+            for statement in _fill(rows):
                 connection.exec_driver_sql(statement)
         engine.dispose()
-        _admin_execute(pg_admin_url, f'CREATE DATABASE "{names["0011"]}" TEMPLATE "{names["0010"]}"')
-        migrate_to(urls["0011"], "0011")
-        _admin_execute(pg_admin_url, f'CREATE DATABASE "{names["clean"]}" TEMPLATE "{names["0011"]}"')
-        migrate_to(urls["clean"], "head")
-        yield urls
-    finally:
-        for name in names.values():
-            _admin_execute(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        migrate_to(url, revision)
+
+    return build
+
+
+@pytest.fixture(scope="module")
+def templates(shared_pg_database: Callable[[str, Callable[[str], None]], str]) -> dict[str, str]:
+    """Template databases (:data:`TEMPLATES`), built once per test run: at 0010 and 0011
+    holding :data:`FEW_ROWS` messages, at 0011 holding :data:`ROWS`, and a reference
+    database upgraded to head without interruption."""
+    return {
+        key: shared_pg_database(f"killed_{key}", _builder(rows, revision))
+        for key, (rows, revision) in TEMPLATES.items()
+    }
 
 
 @pytest.fixture
@@ -85,9 +99,9 @@ def copy_of(pg_admin_url: str, templates: dict[str, str]) -> Iterator[Callable[[
     admin = sa.make_url(pg_admin_url)
     made: list[str] = []
 
-    def make(revision: str) -> str:
+    def make(template_key: str) -> str:
         name = f"hermes_t_{uuid.uuid4().hex[:12]}"
-        template = sa.make_url(templates[revision]).database
+        template = sa.make_url(templates[template_key]).database
         _admin_execute(pg_admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
         made.append(name)
         return admin.set(database=name).render_as_string(hide_password=False)
@@ -119,6 +133,7 @@ def _kill_and_rerun(
     upgrade: subprocess.Popen[bytes],
     release: Callable[[], None],
     clean: str,
+    rows: int = FEW_ROWS,
     after_kill: Callable[[], None] = lambda: None,
 ) -> float:
     """SIGKILL the upgrade, wait for its server session to end, release the blocker, rerun;
@@ -132,7 +147,7 @@ def _kill_and_rerun(
     release()
     alembic(url, "upgrade", "head")
     assert scalar(url, "SELECT count(*) FROM messages WHERE search_vector IS NULL") == 0
-    assert scalar(url, "SELECT count(*) FROM messages") == ROWS
+    assert scalar(url, "SELECT count(*) FROM messages") == rows
     assert catalog(url) == catalog(clean)
     return outlived
 
@@ -157,7 +172,7 @@ def test_killed_while_0012_waits_for_its_column_lock(
 def test_killed_during_the_backfill_resumes_at_the_first_missing_row(
     copy_of: Callable[[str], str], templates: dict[str, str], tmp_path: Path, record_property: Callable
 ) -> None:
-    url = copy_of("0011")
+    url = copy_of("0011_backfill")
     upgrade = _start_upgrade(url, tmp_path / "upgrade.log")
     wait_for(
         lambda: scalar(url, "SELECT count(*) FROM pg_trigger WHERE tgname = 'messages_search_vector'"),
@@ -177,7 +192,8 @@ def test_killed_during_the_backfill_resumes_at_the_first_missing_row(
         holder.rollback()
         holder.close()
 
-    record_property("migrator_outlived_kill_s", _kill_and_rerun(url, upgrade, release, templates["clean"]))
+    outlived = _kill_and_rerun(url, upgrade, release, templates["clean"], rows=ROWS)
+    record_property("migrator_outlived_kill_s", outlived)
 
 
 def test_killed_during_a_concurrent_index_build_rebuilds_the_invalid_index(
