@@ -34,7 +34,9 @@ from hermes_store.search.unicode61 import words
 
 pytestmark = pytest.mark.postgres
 
-ROWS = 4 * BATCH_ROWS
+ROWS = 2 * BATCH_ROWS
+"""Two backfill batches: the kill test lets the first commit and blocks the second (every
+revision after this one rewrites these rows too, so more rows cost every test seconds)."""
 STEP = "0014 unicode61 search vectors"
 
 FILL = (
