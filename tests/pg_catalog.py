@@ -85,6 +85,52 @@ def wait_for(condition: Callable[[], object], what: str, timeout_s: float = 120.
     raise AssertionError(f"timed out waiting for {what}")
 
 
+HOLD_LOCK = 424_242
+"""The advisory lock :func:`hold_update_of` makes an UPDATE wait for."""
+
+
+def hold_update_of(url: str, message_id: int) -> Callable[[], None]:
+    """Make any UPDATE of message ``message_id`` at ``url`` wait until the returned function
+    is called: a test-only trigger on that row waits for an advisory lock this function
+    holds on a connection of its own. So a backfill stops inside the batch holding the row
+    whatever the timing (:func:`update_is_held` says when it waits). The returned function
+    releases the lock and drops the trigger."""
+    engine = engine_for(url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql(
+            "CREATE FUNCTION test_wait_for_release() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"PERFORM pg_advisory_xact_lock_shared({HOLD_LOCK}); RETURN NEW; END $$"
+        )
+        connection.exec_driver_sql(
+            "CREATE TRIGGER test_wait_for_release BEFORE UPDATE ON messages FOR EACH ROW "
+            f"WHEN (NEW.id = {message_id}) EXECUTE FUNCTION test_wait_for_release()"
+        )
+    holder = engine.connect()
+    holder.exec_driver_sql(f"SELECT pg_advisory_lock({HOLD_LOCK})").all()
+
+    def release() -> None:
+        holder.exec_driver_sql(f"SELECT pg_advisory_unlock({HOLD_LOCK})").all()
+        holder.close()
+        with engine.begin() as connection:
+            connection.exec_driver_sql("DROP TRIGGER test_wait_for_release ON messages")
+            connection.exec_driver_sql("DROP FUNCTION test_wait_for_release()")
+        engine.dispose()
+
+    return release
+
+
+def update_is_held(url: str) -> bool:
+    """True while a session at ``url`` waits for :func:`hold_update_of`'s lock."""
+    return bool(
+        scalar(
+            url,
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+            f"AND objid = {HOLD_LOCK} AND database = (SELECT oid FROM pg_database "
+            "WHERE datname = current_database())",
+        )
+    )
+
+
 def catalog(url: str) -> dict[str, Any]:
     """The schema of the ``public`` namespace at ``url``, in a stable order."""
     engine = sa.create_engine(url, poolclass=sa.pool.NullPool)

@@ -21,8 +21,10 @@ from pg_catalog import (
     alembic_command,
     catalog,
     engine_for,
+    hold_update_of,
     migrate_with_rows,
     scalar,
+    update_is_held,
     wait_for,
 )
 from support import REPO_ROOT, migrate_to
@@ -120,32 +122,12 @@ def test_downgrade_restores_0014s_schema_and_a_second_upgrade_refills(pg_url: st
     assert scalar(pg_url, WRONG_GRAMS) == 0
 
 
-BLOCKER = 424_242
-BLOCK_AT = (
-    # A test-only trigger: updating the held message waits for an advisory lock the test
-    # holds, so the backfill stops inside its last batch whatever the timing.
-    "CREATE FUNCTION test_wait_for_release() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-    f"PERFORM pg_advisory_xact_lock_shared({BLOCKER}); RETURN NEW; END $$",
-    "CREATE TRIGGER test_wait_for_release BEFORE UPDATE ON messages FOR EACH ROW "
-    "WHEN (NEW.id = {held}) EXECUTE FUNCTION test_wait_for_release()",
-)
-UNBLOCK = (
-    "DROP TRIGGER test_wait_for_release ON messages",
-    "DROP FUNCTION test_wait_for_release()",
-)
-
-
 def test_killed_during_the_backfill_resumes_at_the_first_message_missing_its_grams(
     pg_url: str, tmp_path: Path
 ) -> None:
     _at_0014(pg_url)
     held = ROWS - ROWS % CJK_EVERY  # the last CJK message, in the last batch
-    engine = engine_for(pg_url)
-    with engine.begin() as connection:
-        for statement in BLOCK_AT:
-            connection.exec_driver_sql(statement.format(held=held))
-    holder = engine.connect()
-    holder.exec_driver_sql(f"SELECT pg_advisory_lock({BLOCKER})").all()
+    release = hold_update_of(pg_url, held)
     with (tmp_path / "upgrade.log").open("wb") as stderr:
         upgrade = subprocess.Popen(
             alembic_command(pg_url, "upgrade", "0015"),
@@ -155,14 +137,7 @@ def test_killed_during_the_backfill_resumes_at_the_first_message_missing_its_gra
         )
     # Batches of ids start at the first message missing its grams (id 3).
     last_batch = CJK_EVERY + (held - CJK_EVERY) // BATCH_ROWS * BATCH_ROWS
-    wait_for(
-        lambda: scalar(
-            pg_url,
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-            f"AND objid = {BLOCKER}",
-        ),
-        "the backfill to wait inside its last batch",
-    )
+    wait_for(lambda: update_is_held(pg_url), "the backfill to wait inside its last batch")
     done = scalar(pg_url, f"SELECT count(*) FROM messages WHERE cjk_grams IS NOT NULL AND id < {last_batch}")
     holding_cjk = f"hermes_cjk_grams({INDEXED}) <> '{{}}'"
     assert done == scalar(pg_url, f"SELECT count(*) FROM messages WHERE id < {last_batch} AND {holding_cjk}")
@@ -180,12 +155,7 @@ def test_killed_during_the_backfill_resumes_at_the_first_message_missing_its_gra
         ),
         "the killed migrator's session to end",
     )
-    holder.exec_driver_sql(f"SELECT pg_advisory_unlock({BLOCKER})").all()
-    holder.close()
-    with engine.begin() as connection:
-        for statement in UNBLOCK:
-            connection.exec_driver_sql(statement)
-    engine.dispose()
+    release()
     assert scalar(pg_url, "SELECT version_num FROM alembic_version") == "0014"
     assert scalar(pg_url, WRONG_GRAMS) > 0
     result = alembic(pg_url, "upgrade", "0015")

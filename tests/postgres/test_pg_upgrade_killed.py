@@ -4,16 +4,18 @@ The real ``alembic upgrade head`` runs in a subprocess and is killed while:
 
 1. revision 0012's ``ALTER TABLE messages ADD COLUMN`` waits for its lock (a reader of
    the running release holds a transaction open on ``messages``): nothing of 0012 done;
-2. 0012's backfill is blocked on a row another session holds, after its first batches
+2. 0012's backfill waits inside its last batch for another session (a test-only trigger
+   on the batch's last row waits for a lock the test holds), after its first batch
    committed: the rerun resumes at the first row still missing;
 3. 0011's ``CREATE INDEX CONCURRENTLY`` waits for a writer's open transaction: the killed
    build leaves an INVALID index, which the rerun finds and rebuilds.
 
 Each point is reached deterministically (the test waits until ``pg_stat_activity`` /
-``pg_stat_progress_create_index`` show the step running). After the kill the migrator's
-server session must end promptly (``client_connection_check_interval``), the rerun must
-succeed, every row must have its search vector, and the schema — columns, indexes with
-their validity, constraints, triggers, functions, versions — must equal a clean upgrade's.
+``pg_stat_progress_create_index`` / ``pg_locks`` show the step running or waiting).
+After the kill the migrator's server session must end promptly
+(``client_connection_check_interval``), the rerun must succeed, every row must have its
+search vector, and the schema — columns, indexes with their validity, constraints,
+triggers, functions, versions — must equal a clean upgrade's.
 """
 
 from __future__ import annotations
@@ -26,17 +28,26 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from pg_catalog import MIGRATOR, alembic, alembic_command, catalog, engine_for, scalar, wait_for
+from pg_catalog import (
+    MIGRATOR,
+    alembic,
+    alembic_command,
+    catalog,
+    engine_for,
+    hold_update_of,
+    scalar,
+    update_is_held,
+    wait_for,
+)
 from support import REPO_ROOT, migrate_to
 
 from hermes_store.schema.migration_ops import BATCH_ROWS
 
 pytestmark = pytest.mark.postgres
 
-ROWS = 6 * BATCH_ROWS
-"""Messages of the backfill test's database: six backfill batches
-(``migration_ops.BATCH_ROWS``), the last one blocked; the five before it give the test
-time to take its row lock while the backfill runs."""
+ROWS = 2 * BATCH_ROWS
+"""Messages of the backfill test's database: two backfill batches
+(``migration_ops.BATCH_ROWS``), the first committed, the second held."""
 FEW_ROWS = 300
 """Messages of the other two tests' databases (killed before 0012's backfill starts): a
 rerun then upgrades a few hundred rows, not six thousand, through every revision."""
@@ -173,25 +184,11 @@ def test_killed_during_the_backfill_resumes_at_the_first_missing_row(
     copy_of: Callable[[str], str], templates: dict[str, str], tmp_path: Path, record_property: Callable
 ) -> None:
     url = copy_of("0011_backfill")
+    release = hold_update_of(url, ROWS)  # the last message: the last batch waits on it
     upgrade = _start_upgrade(url, tmp_path / "upgrade.log")
-    wait_for(
-        lambda: scalar(url, "SELECT count(*) FROM pg_trigger WHERE tgname = 'messages_search_vector'"),
-        "0012's trigger",
-    )
-    holder = engine_for(url).connect()
-    holder.exec_driver_sql(f"SELECT id FROM messages WHERE id = {ROWS} FOR UPDATE").all()
-    wait_for(
-        lambda: (
-            scalar(url, "SELECT count(*) FROM messages WHERE search_vector IS NOT NULL") == ROWS - BATCH_ROWS
-        ),
-        "every batch but the blocked last one",
-    )
-    wait_for(lambda: "UPDATE messages SET search_vector" in _migrator_query(url), "the blocked batch")
-
-    def release() -> None:
-        holder.rollback()
-        holder.close()
-
+    wait_for(lambda: update_is_held(url), "the backfill's last batch to wait")
+    assert "UPDATE messages SET search_vector" in _migrator_query(url)
+    assert scalar(url, "SELECT count(*) FROM messages WHERE search_vector IS NOT NULL") == ROWS - BATCH_ROWS
     outlived = _kill_and_rerun(url, upgrade, release, templates["clean"], rows=ROWS)
     record_property("migrator_outlived_kill_s", outlived)
 
