@@ -19,6 +19,8 @@ import sqlalchemy as sa
 from pg_server import scratch_database
 from support import migrate_to, run_alembic
 
+from hermes_store.schema import migrate
+
 SQLITE3 = shutil.which("sqlite3")
 needs_sqlite3 = pytest.mark.skipif(SQLITE3 is None, reason="the sqlite3 command-line shell is not installed")
 
@@ -70,9 +72,9 @@ def test_sqlite_offline_upgrade_from_empty_runs_and_matches_online(tmp_path: Pat
 def test_sqlite_offline_sql_between_two_revisions_matches_online(
     tmp_path: Path, start: str, verb: str, span: str, end: str
 ) -> None:
-    online = tmp_path / "online.db"
+    online = tmp_path / "online.db"  # the reference, built in this process
     migrate_to(online, start)
-    run_alembic(online, verb, end)
+    (migrate.upgrade if verb == "upgrade" else migrate.downgrade)(online, end)
     offline = tmp_path / "offline.db"
     migrate_to(offline, start)
     run_sqlite_script(offline, offline_sql(str(offline), verb, span))
@@ -123,13 +125,13 @@ def second_pg_url(pg_admin_url: str) -> Any:
 def test_postgresql_offline_upgrade_from_empty_runs_and_matches_online(
     pg_url: str, second_pg_url: str
 ) -> None:
-    run_alembic(pg_url, "upgrade", "head")
+    migrate_to(pg_url, "head")  # the reference, online in this process
     run_psql(second_pg_url, offline_sql(second_pg_url, "upgrade", "head"))
     assert pg_schema(second_pg_url) == pg_schema(pg_url)
 
 
 def test_postgresql_offline_sql_between_two_revisions_matches_online(pg_url: str, second_pg_url: str) -> None:
-    run_alembic(pg_url, "upgrade", "head")
+    migrate_to(pg_url, "head")  # the reference, online in this process
     migrate_to(second_pg_url, "0005")
     run_psql(second_pg_url, offline_sql(second_pg_url, "upgrade", "0005:head"))
     assert pg_schema(second_pg_url) == pg_schema(pg_url)
