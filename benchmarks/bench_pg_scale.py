@@ -282,10 +282,10 @@ def _print(report: dict[str, Any], total: int, lite_total: int) -> None:
     print("| --- | ---: | ---: | ---: | --- |")
     for figure, pg in pg_figures.items():
         lite = lite_figures.get(figure)
-        ratio = pg["p50_ms"] / lite["p50_ms"] if lite and lite["p50_ms"] else float("nan")
+        ratio = f"{pg['p50_ms'] / lite['p50_ms']:.2f}x" if lite and lite["p50_ms"] else "-"
         lite_text = f"{lite['p50_ms']:.2f} / {lite['p99_ms']:.2f}" if lite else "-"
         print(
-            f"| {figure} | {pg['p50_ms']:.2f} / {pg['p99_ms']:.2f} | {lite_text} | {ratio:.2f}x "
+            f"| {figure} | {pg['p50_ms']:.2f} / {pg['p99_ms']:.2f} | {lite_text} | {ratio} "
             f"| {_verdict(figure, pg, lite)} |"
         )
     for phase, seconds in report["load_s"].items():
