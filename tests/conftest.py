@@ -139,7 +139,7 @@ SharedDatabase = Callable[[str, Callable[[str], None]], str]
 
 @pytest.fixture(scope="session")
 def shared_pg_database(
-    pg_admin_url: str, tmp_path_factory: pytest.TempPathFactory
+    pg_admin_url: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[SharedDatabase]:
     """``shared_pg_database(key, build)``: URL of a PostgreSQL database ``build(url)`` filled,
     built once per test run, for databases that tests only read or copy (``TEMPLATE``).
@@ -151,7 +151,8 @@ def shared_pg_database(
     process, or with a throwaway server per worker, this process builds its own and drops
     it at the end. (Built per worker, a 13 s store was built three or four times a run.)
     """
-    shared = os.environ.get("PYTEST_XDIST_WORKER") is not None and pg_server.mode() == "configured"
+    # An xdist worker of this run (not merely a child pytest that inherited its environment).
+    shared = hasattr(request.config, "workerinput") and pg_server.mode() == "configured"
     registry = tmp_path_factory.getbasetemp().parent if shared else tmp_path_factory.mktemp("shared-pg")
 
     def get(key: str, build: Callable[[str], None]) -> str:
@@ -187,22 +188,29 @@ about the code; everything that did run is still held to the 90 % bar)."""
 
 
 LONGEST_MODULES = {
-    "search/test_search_oracle.py": 47,
+    "search/test_search_oracle.py": 53,
+    "reliability/test_reliability_input.py": 49,
     "migrations/test_legacy_adoption.py": 38,
-    "reliability/test_reliability_input.py": 34,
-    "postgres/test_pg_upgrade_killed.py": 32,
-    "migrations/test_offline_sql.py": 27,
-    "test_benchmarks_smoke.py": 26,
-    "postgres/test_pg_migration_0012.py": 23,
-    "postgres/test_pg_migration_0014.py": 22,
+    "test_benchmarks_smoke.py": 37,
+    "postgres/test_pg_migration_0012.py": 26,
+    "postgres/test_pg_upgrade_killed.py": 25,
+    "postgres/test_pg_migration_0014.py": 24,
+    "postgres/test_pg_migration_0016.py": 23,
+    "postgres/test_pg_search_plans.py": 22,
+    "migrations/test_offline_sql.py": 22,
+    "postgres/test_pg_migration_0017.py": 21,
     "postgres/test_pg_partition.py": 20,
-    "reliability/test_reliability_faults.py": 19,
+    "postgres/test_pg_faults.py": 18,
     "postgres/test_pg_migration_0015.py": 18,
-    "postgres/test_pg_open_policy.py": 15,
+    "reliability/test_reliability_faults.py": 16,
+    "postgres/test_pg_migration_0018.py": 15,
+    "postgres/test_pg_open_policy.py": 11,
 }
-"""The modules whose tests take longest, with their seconds in all (``--durations``, under
-the suite's own load); modules holding a ``slow`` test count 10 s. See
-:func:`pytest_collection_modifyitems`."""
+"""The modules whose tests take longest, with their seconds in all under the suite's own
+load (a full run's per-test times; modules a change has since shortened, scaled by their
+speed-up run alone); modules holding a ``slow`` test count 10 s. See
+:func:`pytest_collection_modifyitems`. (``test_pg_search_plans`` is here so one worker
+builds its shared store while the others run other modules.)"""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
