@@ -11,7 +11,7 @@ Each kind is one role a real process plays against a shared ``state.db``:
 * ``first_open`` — open a store that may not exist yet, all at once with others;
 * ``migrate`` — open (and so upgrade) a database, reporting how long it took;
 * ``lock_holder`` — hold ``BEGIN IMMEDIATE`` until stdin closes or a line arrives;
-* ``search`` — run one search, bounded by the parent's timeout;
+* ``search`` — run searches one after another, each bounded by the parent's timeout;
 * ``open_with_umask`` — create a store under a given umask.
 """
 
@@ -279,20 +279,23 @@ def lock_holder(cfg: dict[str, Any]) -> None:
 
 
 def search(cfg: dict[str, Any]) -> None:
+    """Run the query in each of ``query_files`` in turn, printing one JSON line per query
+    (its hit count or error, and its seconds) as soon as it is answered."""
     from hermes_store import SessionDB
 
-    query = Path(cfg["query_file"]).read_text(encoding="utf-8")
     db = SessionDB(cfg["db"])
-    began = time.perf_counter()
-    outcome: dict[str, Any] = {}
-    try:
-        outcome["hits"] = len(db.search_messages(query))
-    except Exception as exc:
-        outcome["error"] = type(exc).__name__
-        outcome["message"] = str(exc)
-    outcome["seconds"] = time.perf_counter() - began
+    for query_file in cfg["query_files"]:
+        query = Path(query_file).read_text(encoding="utf-8")
+        began = time.perf_counter()
+        outcome: dict[str, Any] = {}
+        try:
+            outcome["hits"] = len(db.search_messages(query))
+        except Exception as exc:
+            outcome["error"] = type(exc).__name__
+            outcome["message"] = str(exc)
+        outcome["seconds"] = time.perf_counter() - began
+        print(json.dumps(outcome), flush=True)
     db.close()
-    print(json.dumps(outcome), flush=True)
 
 
 def open_with_umask(cfg: dict[str, Any]) -> None:
