@@ -12,7 +12,7 @@ whatever slices run, a caller asking for every hit gets exactly the brute-force 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import pytest
@@ -43,16 +43,19 @@ def _content(number: int) -> str:
     return " ".join(words)
 
 
-@pytest.fixture(scope="module")
-def store(pg_admin_url: str) -> Iterator[SessionDB]:
-    from pg_server import scratch_database
+def _fill(url: str) -> None:
+    db = SessionDB(url=url)
+    db.create_session("s", "cli")
+    db.append_messages("s", [{"role": "user", "content": _content(n)} for n in range(1, MESSAGES + 1)])
+    db.close()
 
-    with scratch_database(pg_admin_url, "hermes_windows", wait_for_wal_flush=False) as url:
-        db = SessionDB(url=url)
-        db.create_session("s", "cli")
-        db.append_messages("s", [{"role": "user", "content": _content(n)} for n in range(1, MESSAGES + 1)])
-        yield db
-        db.close()
+
+@pytest.fixture(scope="module")
+def store(shared_pg_database: Callable[[str, Callable[[str], None]], str]) -> Iterator[SessionDB]:
+    """The store, built once per test run (the tests only read it; xdist may spread them)."""
+    db = SessionDB(url=shared_pg_database("windows", _fill))
+    yield db
+    db.close()
 
 
 @pytest.fixture
