@@ -114,15 +114,18 @@ def pg_admin_url() -> Iterator[str]:
         pg_server.finish_drops()
 
 
-@pytest.fixture
-def pg_url(pg_admin_url: str) -> Iterator[str]:
-    """URL of a new, empty PostgreSQL database, dropped after the test (in the background)."""
+SharedDatabase = Callable[[str, Callable[[str], None]], str]
+
+
+def _new_database(pg_admin_url: str, template: str | None = None) -> Iterator[str]:
+    """Create a database (a copy of ``template`` if given), yield its URL, drop it later."""
     admin = sa.make_url(pg_admin_url)
     name = f"hermes_t_{uuid.uuid4().hex[:12]}"
+    copy = f' TEMPLATE "{template}"' if template else ""
     engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as connection:
-            connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+            connection.exec_driver_sql(f'CREATE DATABASE "{name}"{copy}')
     except sa.exc.OperationalError as exc:
         if os.environ.get("HERMES_TEST_REQUIRE_PG"):
             raise
@@ -134,7 +137,26 @@ def pg_url(pg_admin_url: str) -> Iterator[str]:
         pg_server.drop_later(pg_admin_url, name)  # DROP DATABASE waits for a checkpoint
 
 
-SharedDatabase = Callable[[str, Callable[[str], None]], str]
+@pytest.fixture
+def pg_url(pg_admin_url: str) -> Iterator[str]:
+    """URL of a new, empty PostgreSQL database, dropped after the test (in the background)."""
+    yield from _new_database(pg_admin_url)
+
+
+def _create_store(url: str) -> None:
+    from hermes_store import SessionDB
+
+    SessionDB(url=url).close()
+
+
+@pytest.fixture
+def pg_head_url(pg_admin_url: str, shared_pg_database: SharedDatabase) -> Iterator[str]:
+    """URL of a new PostgreSQL database already at head, dropped after the test: a copy
+    (``CREATE DATABASE … TEMPLATE``) of a store ``SessionDB`` created once per run. For tests
+    about what a store does, not how one is created: a copy costs a fraction of running
+    every migration."""
+    template = sa.make_url(shared_pg_database("head", _create_store)).database
+    yield from _new_database(pg_admin_url, template)
 
 
 @pytest.fixture(scope="session")

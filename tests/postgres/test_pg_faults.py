@@ -1,7 +1,8 @@
 """Server faults on PostgreSQL: killed backends, dropped connections, timeouts, many writers.
 
-Each test runs against the real server (its own fresh database) and checks what a
-caller sees and what the database holds afterwards: a write is applied whole or not at
+Each test runs against the real server (its own fresh database, already at head: a copy
+of a store created once per run, see :func:`pg_url` below) and checks what a caller sees
+and what the database holds afterwards: a write is applied whole or not at
 all, a failure is one ``StoreError`` saying what happened, and the store recovers by
 itself. The server restart lives in ``test_pg_restart.py`` (a private cluster).
 """
@@ -29,6 +30,13 @@ def _counts(db: SessionDB, session_id: str) -> tuple[int, int, int]:
     row = db.get_session(session_id)
     assert row is not None
     return db.message_count(session_id), row["message_count"], row["tool_call_count"]
+
+
+@pytest.fixture
+def pg_url(pg_head_url: str) -> str:
+    """Here each test's new database starts at head (``pg_head_url``): these tests are about
+    faults while a store works, not about creating its schema."""
+    return pg_head_url
 
 
 @pytest.fixture
