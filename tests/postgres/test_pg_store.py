@@ -12,8 +12,8 @@ from hermes_store.search.postgres import substring_snippet, tsquery_sql
 
 
 @pytest.fixture
-def pg_db(pg_url: str):
-    db = SessionDB(url=pg_url)
+def pg_db(pg_head_url: str):
+    db = SessionDB(url=pg_head_url)  # a new database at head: creating one is tested elsewhere
     yield db
     db.close()
 
@@ -100,7 +100,8 @@ def _append_many(url: str, session_id: str, count: int) -> None:
     db.close()
 
 
-def test_concurrent_appends_keep_counters_exact(pg_url: str) -> None:
+def test_concurrent_appends_keep_counters_exact(pg_head_url: str) -> None:
+    pg_url = pg_head_url
     db = SessionDB(url=pg_url)
     db.create_session("shared", "cli")
     context = multiprocessing.get_context("spawn")

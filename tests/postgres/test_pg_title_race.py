@@ -21,9 +21,9 @@ ROUNDS = 20
 
 
 @pytest.fixture
-def stores(pg_url: str) -> Iterator[list[SessionDB]]:
-    first = SessionDB(url=pg_url)
-    opened = [first, *(SessionDB(url=pg_url) for _ in range(WRITERS - 1))]
+def stores(pg_head_url: str) -> Iterator[list[SessionDB]]:
+    first = SessionDB(url=pg_head_url)  # a new database at head
+    opened = [first, *(SessionDB(url=pg_head_url) for _ in range(WRITERS - 1))]
     for writer in range(WRITERS):
         first.create_session(f"s{writer}", "cli")
     yield opened
