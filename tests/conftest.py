@@ -149,14 +149,19 @@ def _create_store(url: str) -> None:
     SessionDB(url=url).close()
 
 
+@pytest.fixture(scope="session")
+def pg_head_template(shared_pg_database: SharedDatabase) -> str:
+    """Name of a database holding a store ``SessionDB`` created (once per run), for
+    ``CREATE DATABASE … TEMPLATE``: nothing stays connected to it."""
+    return str(sa.make_url(shared_pg_database("head", _create_store)).database)
+
+
 @pytest.fixture
-def pg_head_url(pg_admin_url: str, shared_pg_database: SharedDatabase) -> Iterator[str]:
-    """URL of a new PostgreSQL database already at head, dropped after the test: a copy
-    (``CREATE DATABASE … TEMPLATE``) of a store ``SessionDB`` created once per run. For tests
-    about what a store does, not how one is created: a copy costs a fraction of running
-    every migration."""
-    template = sa.make_url(shared_pg_database("head", _create_store)).database
-    yield from _new_database(pg_admin_url, template)
+def pg_head_url(pg_admin_url: str, pg_head_template: str) -> Iterator[str]:
+    """URL of a new PostgreSQL database already at head, dropped after the test: a copy of
+    :func:`pg_head_template`. For tests about what a store does, not how one is created: a
+    copy costs a fraction of running every migration."""
+    yield from _new_database(pg_admin_url, pg_head_template)
 
 
 @pytest.fixture(scope="session")

@@ -195,6 +195,7 @@ def scratch_database(
     *,
     drop_in_background: bool = False,
     wait_for_wal_flush: bool = True,
+    template: str | None = None,
 ) -> Iterator[str]:
     """Create an empty database on ``admin_url``'s server, yield its URL, drop it afterwards
     (with ``drop_in_background``, through :func:`drop_later`: only for tests under the
@@ -204,12 +205,16 @@ def scratch_database(
     commit returns before its WAL reaches the disk (a server crash could lose the last
     ones; a client's crash loses nothing). For suites that check answers, never a server
     crash: each of their thousands of commits then skips an fsync.
+
+    ``template`` names a database to copy (``CREATE DATABASE … TEMPLATE``) instead of an
+    empty one.
     """
     admin = sa.make_url(admin_url)
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
     with engine.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        copy = f' TEMPLATE "{template}"' if template else ""
+        connection.exec_driver_sql(f'CREATE DATABASE "{name}"{copy}')
         if not wait_for_wal_flush:
             connection.exec_driver_sql(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
     try:

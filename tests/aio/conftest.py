@@ -42,15 +42,17 @@ def store_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def aio_pg_url(pg_admin_url: str) -> Iterator[str]:
-    """A fresh PostgreSQL database at head for the asyncio tests (dropped afterwards).
+def aio_pg_url(pg_admin_url: str, pg_head_template: str) -> Iterator[str]:
+    """A fresh PostgreSQL database at head for the asyncio tests (dropped afterwards): a
+    copy of the run's ``pg_head_template``.
 
     On the server the root conftest provides (``HERMES_TEST_PG_URL`` or a throwaway one).
     """
     from pg_server import scratch_database
 
-    with scratch_database(pg_admin_url, prefix="hermes_aio", wait_for_wal_flush=False) as url:
-        SessionDB(url=url).close()
+    with scratch_database(
+        pg_admin_url, prefix="hermes_aio", wait_for_wal_flush=False, template=pg_head_template
+    ) as url:
         yield url
 
 

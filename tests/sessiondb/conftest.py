@@ -45,16 +45,18 @@ SQLITE_ONLY_MODULES = {"test_file_compat.py"}
 
 
 @pytest.fixture(scope="session")
-def pg_store_url(pg_admin_url: str) -> Iterator[str]:
-    """One fresh PostgreSQL database, migrated once, for this process (tables emptied per test).
+def pg_store_url(pg_admin_url: str, pg_head_template: str) -> Iterator[str]:
+    """One fresh PostgreSQL database at head for this process (tables emptied per test): a
+    copy of the run's ``pg_head_template`` rather than every migration run again.
 
     Each xdist worker is its own process, so each gets its own database: workers never
     see each other's rows.
     """
     from pg_server import scratch_database
 
-    with scratch_database(pg_admin_url, prefix="hermes_suite", wait_for_wal_flush=False) as url:
-        SessionDB(url=url).close()
+    with scratch_database(
+        pg_admin_url, prefix="hermes_suite", wait_for_wal_flush=False, template=pg_head_template
+    ) as url:
         yield url
 
 
