@@ -63,10 +63,10 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
     assert current_revision(pg_url) == "0018"
 
 
-def test_epoch_seconds_keep_microseconds(pg_url: str) -> None:
+def test_epoch_seconds_keep_microseconds(pg_head_url: str) -> None:
     from hermes_store import SessionDB
 
-    db = SessionDB(url=pg_url)
+    db = SessionDB(url=pg_head_url)
     db.create_session("s", "cli")
     db._conn.execute("UPDATE sessions SET started_at = 1796044235.319171 WHERE id = 's'")  # type: ignore[union-attr]
     assert db.get_session("s")["started_at"] == 1796044235.319171  # type: ignore[index]
