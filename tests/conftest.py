@@ -43,6 +43,13 @@ if str(TESTS_DIR) not in sys.path:
 import pg_server  # noqa: E402
 from support import REPO_ROOT, run_alembic  # noqa: E402
 
+from hermes_store.schema.migration_ops import BATCH_ROWS_ENV  # noqa: E402
+
+# Backfills in batches of 100 rows: the migration and kill tests cross batch boundaries on
+# a few hundred messages instead of thousands (the batch size is what they test, not the
+# row count). Set before any test module reads it; child processes inherit it.
+os.environ.setdefault(BATCH_ROWS_ENV, "100")
+
 # --- paths -------------------------------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ revision has just created (0001 skips its legacy-gap columns offline). Tests run
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -118,11 +119,33 @@ BATCH_ROWS = 1_000
 row version in every index of ``messages`` (two GIN indexes among them): 5,000-row
 batches took 19 s on the shared 2-core machine at a load average of 15, too close to the
 60 s statement timeout; a fifth of that keeps a batch a few seconds even there."""
+BATCH_ROWS_ENV = "HERMES_MIGRATION_BATCH_ROWS"
+"""Environment variable that sets the rows per backfill batch in place of :data:`BATCH_ROWS`
+(docs/postgresql.md): smaller batches hold each row lock for less time on a busy server,
+larger ones finish sooner on an idle one."""
 PROGRESS_POLL_S = 0.5
 
 LOCK_NOT_AVAILABLE = "55P03"
 
 log = logging.getLogger("hermes_store.migrations")
+
+
+def batch_rows() -> int:
+    """Rows per backfill batch: :data:`BATCH_ROWS_ENV` when set, else :data:`BATCH_ROWS`.
+
+    Raises ``ValueError`` naming the variable when it is not a positive whole number, before
+    any batch runs.
+    """
+    raw = os.environ.get(BATCH_ROWS_ENV, "").strip()
+    if not raw:
+        return BATCH_ROWS
+    try:
+        rows = int(raw)
+    except ValueError:
+        rows = 0
+    if rows < 1:
+        raise ValueError(f"{BATCH_ROWS_ENV} must be a positive whole number of rows, not {raw!r}")
+    return rows
 
 
 def session_settings() -> dict[str, str]:
@@ -309,8 +332,9 @@ def _build_progress(step: str) -> Iterator[None]:
         watcher.join()
 
 
-def backfill(step: str, table: str, assignment: str, missing: str, batch_rows: int = BATCH_ROWS) -> None:
-    """Fill a new column of every row of ``table`` in batches of ``batch_rows`` ids.
+def backfill(step: str, table: str, assignment: str, missing: str, rows: int | None = None) -> None:
+    """Fill a new column of every row of ``table`` in batches of ``rows`` ids (default:
+    :func:`batch_rows`).
 
     ``assignment`` is the ``SET`` clause, ``missing`` the condition of a row not yet
     filled (``search_vector IS NULL``). Each batch is one statement in its own transaction
@@ -320,9 +344,10 @@ def backfill(step: str, table: str, assignment: str, missing: str, batch_rows: i
 
     In ``--sql`` output the same loop is a ``DO`` block that commits after every batch.
     """
+    per_batch = rows if rows is not None else batch_rows()
     if is_offline():
         with lifted_timeouts():  # one statement that runs every batch
-            op.execute(sa.text(_backfill_do_block(table, assignment, missing, batch_rows)))
+            op.execute(sa.text(_backfill_do_block(table, assignment, missing, per_batch)))
         return
     bind = op.get_bind()
     # Where a killed run stopped: the first row still missing (a walk of the primary key).
@@ -332,7 +357,7 @@ def backfill(step: str, table: str, assignment: str, missing: str, batch_rows: i
     # Rows past the current last id were written with the trigger in place.
     last = int(bind.exec_driver_sql(f"SELECT max(id) FROM {table}").scalar() or first)
     update = f"UPDATE {table} SET {assignment} WHERE id >= :low AND id < :high AND {missing}"
-    _run_batches(step, table, update, int(first), last, batch_rows, {})
+    _run_batches(step, table, update, int(first), last, per_batch, {})
 
 
 def _run_batches(
@@ -389,8 +414,9 @@ _CREATE_PROGRESS_TABLE = (
 )
 
 
-def rewrite_all(step: str, table: str, assignment: str, batch_rows: int = BATCH_ROWS) -> None:
-    """Rewrite a column of every row of ``table`` (``SET assignment``) in batches of ids.
+def rewrite_all(step: str, table: str, assignment: str, rows: int | None = None) -> None:
+    """Rewrite a column of every row of ``table`` (``SET assignment``) in batches of ``rows``
+    ids (default: :func:`batch_rows`).
 
     For a value that changes for rows already filled (a new tokenizer), where
     :func:`backfill`'s "still missing" condition cannot tell done rows from the others.
@@ -400,10 +426,11 @@ def rewrite_all(step: str, table: str, assignment: str, batch_rows: int = BATCH_
     after the step started are kept up to date by a trigger that must exist before this
     runs. Offline it is a ``DO`` block that commits after every batch.
     """
+    per_batch = rows if rows is not None else batch_rows()
     if is_offline():
         op.execute(sa.text(_CREATE_PROGRESS_TABLE))
         with lifted_timeouts():
-            op.execute(sa.text(_rewrite_do_block(step, table, assignment, batch_rows)))
+            op.execute(sa.text(_rewrite_do_block(step, table, assignment, per_batch)))
         return
     bind = op.get_bind()
     execute_with_lock_retry(_CREATE_PROGRESS_TABLE)
@@ -419,7 +446,7 @@ def rewrite_all(step: str, table: str, assignment: str, batch_rows: int = BATCH_
         "ON CONFLICT (step) DO UPDATE SET next_id = EXCLUDED.next_id"
     )
     start = max(int(first), int(done or 0))
-    _run_batches(step, table, statement, start, int(last), batch_rows, {"step": step})
+    _run_batches(step, table, statement, start, int(last), per_batch, {"step": step})
 
 
 def forget_rewrite(step: str) -> None:

@@ -30,9 +30,12 @@ from pg_catalog import (
 from support import REPO_ROOT, migrate_to
 
 from hermes_store import SessionDB
-from hermes_store.schema.migration_ops import BATCH_ROWS
+from hermes_store.schema.migration_ops import batch_rows
 
 pytestmark = pytest.mark.postgres
+
+BATCH_ROWS = batch_rows()
+"""Rows per backfill batch in this run (tests/conftest.py sets 100)."""
 
 ROWS = 2 * BATCH_ROWS
 """Two backfill batches: the kill test lets the first commit and blocks the second (every

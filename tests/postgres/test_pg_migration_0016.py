@@ -17,10 +17,13 @@ from pg_catalog import alembic, catalog, engine_for, migrate_with_rows, scalar, 
 from support import migrate_to
 
 from hermes_store import SessionDB
-from hermes_store.schema.migration_ops import BATCH_ROWS
+from hermes_store.schema.migration_ops import batch_rows
 from hermes_store.search.postgres import MAX_LIFTED_TRIGRAMS, ascii_trigrams
 
 pytestmark = pytest.mark.postgres
+
+BATCH_ROWS = batch_rows()
+"""Rows per backfill batch in this run (tests/conftest.py sets 100)."""
 
 ROWS = 2 * BATCH_ROWS
 """Two backfill batches: the rerun test refills the first and leaves the second to the rerun

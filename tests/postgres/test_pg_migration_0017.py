@@ -14,12 +14,12 @@ import pytest
 from pg_catalog import alembic, catalog, migrate_with_rows, scalar, search_hits
 
 from hermes_store import SessionDB
-from hermes_store.schema.migration_ops import BATCH_ROWS
 from hermes_store.search.postgres import FIRST_WORD_WINDOW
 
 pytestmark = pytest.mark.postgres
 
-ROWS = 3 * BATCH_ROWS
+ROWS = 3_000
+"""More than ``FIRST_WORD_WINDOW``: a phrase search looks older slices up in the pair index."""
 
 FILL = (
     "INSERT INTO sessions (id, source, started_at, message_count, tool_call_count, input_tokens, "

@@ -41,13 +41,16 @@ from pg_catalog import (
 )
 from support import REPO_ROOT, migrate_to
 
-from hermes_store.schema.migration_ops import BATCH_ROWS
+from hermes_store.schema.migration_ops import batch_rows
 
 pytestmark = pytest.mark.postgres
 
+BATCH_ROWS = batch_rows()
+"""Rows per backfill batch in this run (tests/conftest.py sets 100)."""
+
 ROWS = 2 * BATCH_ROWS
 """Messages of the backfill test's database: two backfill batches
-(``migration_ops.BATCH_ROWS``), the first committed, the second held."""
+(:data:`BATCH_ROWS`), the first committed, the second held."""
 FEW_ROWS = 300
 """Messages of the other two tests' databases (killed before 0012's backfill starts): a
 rerun then upgrades a few hundred rows, not six thousand, through every revision."""
