@@ -17,8 +17,10 @@ Legacy upstream databases are built with ``tests/legacy_db.py`` (plain sqlite3).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -179,15 +181,19 @@ def shared_pg_database(
     built once per test run, for databases that tests only read or copy (``TEMPLATE``).
 
     Under xdist with a configured server (``HERMES_TEST_PG_URL``) the first worker to ask
-    builds it while holding a lock beside the workers' temporary folders (pytest-xdist's
-    recipe for a session fixture run once), the others wait and use it by name, and the
+    builds it while holding a lock in the run's registry folder (made by the controller,
+    :data:`SHARED_REGISTRY_VARIABLE`), the others wait and use it by name, and the
     controller drops it once every worker is done (:func:`pytest_sessionfinish`). In one
     process, or with a throwaway server per worker, this process builds its own and drops
     it at the end. (Built per worker, a 13 s store was built three or four times a run.)
     """
-    # An xdist worker of this run (not merely a child pytest that inherited its environment).
-    shared = hasattr(request.config, "workerinput") and pg_server.mode() == "configured"
-    registry = tmp_path_factory.getbasetemp().parent if shared else tmp_path_factory.mktemp("shared-pg")
+    # An xdist worker of this run (not merely a child pytest that inherited its environment),
+    # whose controller made the registry folder (pytest_configure).
+    shared_folder = os.environ.get(SHARED_REGISTRY_VARIABLE)
+    shared = (
+        hasattr(request.config, "workerinput") and pg_server.mode() == "configured" and bool(shared_folder)
+    )
+    registry = Path(shared_folder) if shared and shared_folder else tmp_path_factory.mktemp("shared-pg")
 
     def get(key: str, build: Callable[[str], None]) -> str:
         return pg_server.shared_database(pg_admin_url, key, build, registry)[0]
@@ -197,15 +203,33 @@ def shared_pg_database(
         pg_server.drop_shared(pg_admin_url, registry)
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """The xdist controller, once every worker is done: drop the shared databases."""
-    config = session.config
+SHARED_REGISTRY_VARIABLE = "HERMES_TEST_SHARED_PG_REGISTRY"
+"""The folder where this run's xdist workers record the databases they share: made by the
+controller before it starts them (they inherit its environment), emptied and removed by it
+once they are done."""
+_SHARED_REGISTRY = pytest.StashKey[Path]()
+
+
+def _make_shared_registry(config: pytest.Config) -> None:
+    """The xdist controller: a new registry folder for this run's workers."""
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return
+    folder = Path(tempfile.mkdtemp(prefix="hermes-shared-pg-"))
+    os.environ[SHARED_REGISTRY_VARIABLE] = str(folder)
+    config.stash[_SHARED_REGISTRY] = folder
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The xdist controller, once every worker is done: drop the shared databases."""
+    folder = session.config.stash.get(_SHARED_REGISTRY, None)
+    if folder is None:
+        return
     admin_url = os.environ.get(pg_server.PG_URL_VARIABLE, "").strip()
-    factory = getattr(config, "_tmp_path_factory", None)
-    if admin_url and factory is not None:
-        pg_server.drop_shared(admin_url, factory.getbasetemp())
+    try:
+        if admin_url:
+            pg_server.drop_shared(admin_url, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- coverage gate -----------------------------------------------------------------------
@@ -288,7 +312,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Without PostgreSQL, keep PostgreSQL-only modules out of the coverage report and gate."""
+    """Make the xdist workers' shared-database registry; without PostgreSQL, keep
+    PostgreSQL-only modules out of the coverage report and gate."""
+    _make_shared_registry(config)
     if hasattr(config, "workerinput") or pg_server.mode() != "none":
         return  # workers only measure; the controller reports and applies the gate
     plugin = config.pluginmanager.getplugin("_cov")
