@@ -332,9 +332,8 @@ def _build_progress(step: str) -> Iterator[None]:
         watcher.join()
 
 
-def backfill(step: str, table: str, assignment: str, missing: str, rows: int | None = None) -> None:
-    """Fill a new column of every row of ``table`` in batches of ``rows`` ids (default:
-    :func:`batch_rows`).
+def backfill(step: str, table: str, assignment: str, missing: str) -> None:
+    """Fill a new column of every row of ``table`` in batches of :func:`batch_rows` ids.
 
     ``assignment`` is the ``SET`` clause, ``missing`` the condition of a row not yet
     filled (``search_vector IS NULL``). Each batch is one statement in its own transaction
@@ -344,7 +343,7 @@ def backfill(step: str, table: str, assignment: str, missing: str, rows: int | N
 
     In ``--sql`` output the same loop is a ``DO`` block that commits after every batch.
     """
-    per_batch = rows if rows is not None else batch_rows()
+    per_batch = batch_rows()
     if is_offline():
         with lifted_timeouts():  # one statement that runs every batch
             op.execute(sa.text(_backfill_do_block(table, assignment, missing, per_batch)))
@@ -414,9 +413,9 @@ _CREATE_PROGRESS_TABLE = (
 )
 
 
-def rewrite_all(step: str, table: str, assignment: str, rows: int | None = None) -> None:
-    """Rewrite a column of every row of ``table`` (``SET assignment``) in batches of ``rows``
-    ids (default: :func:`batch_rows`).
+def rewrite_all(step: str, table: str, assignment: str) -> None:
+    """Rewrite a column of every row of ``table`` (``SET assignment``) in batches of
+    :func:`batch_rows` ids.
 
     For a value that changes for rows already filled (a new tokenizer), where
     :func:`backfill`'s "still missing" condition cannot tell done rows from the others.
@@ -426,7 +425,7 @@ def rewrite_all(step: str, table: str, assignment: str, rows: int | None = None)
     after the step started are kept up to date by a trigger that must exist before this
     runs. Offline it is a ``DO`` block that commits after every batch.
     """
-    per_batch = rows if rows is not None else batch_rows()
+    per_batch = batch_rows()
     if is_offline():
         op.execute(sa.text(_CREATE_PROGRESS_TABLE))
         with lifted_timeouts():
