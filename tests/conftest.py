@@ -21,9 +21,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -128,22 +128,18 @@ SharedDatabase = Callable[[str, Callable[[str], None]], str]
 
 def _new_database(pg_admin_url: str, template: str | None = None) -> Iterator[str]:
     """Create a database (a copy of ``template`` if given), yield its URL, drop it later."""
-    admin = sa.make_url(pg_admin_url)
-    name = f"hermes_t_{uuid.uuid4().hex[:12]}"
-    copy = f' TEMPLATE "{template}"' if template else ""
-    engine = sa.create_engine(admin, isolation_level="AUTOCOMMIT")
-    try:
-        with engine.connect() as connection:
-            connection.exec_driver_sql(f'CREATE DATABASE "{name}"{copy}')
-    except sa.exc.OperationalError as exc:
-        if os.environ.get("HERMES_TEST_REQUIRE_PG"):
-            raise
-        pytest.skip(f"PostgreSQL at {admin.render_as_string()} is unreachable: {exc.orig}")
-    try:
-        yield admin.set(database=name).render_as_string(hide_password=False)
-    finally:
-        engine.dispose()
-        pg_server.drop_later(pg_admin_url, name)  # DROP DATABASE waits for a checkpoint
+    with ExitStack() as stack:
+        try:
+            database = pg_server.scratch_database(
+                pg_admin_url, "hermes_t", drop_in_background=True, template=template
+            )
+            url = stack.enter_context(database)
+        except sa.exc.OperationalError as exc:
+            if os.environ.get("HERMES_TEST_REQUIRE_PG"):
+                raise
+            admin = sa.make_url(pg_admin_url).render_as_string()
+            pytest.skip(f"PostgreSQL at {admin} is unreachable: {exc.orig}")
+        yield url
 
 
 @pytest.fixture

@@ -282,8 +282,8 @@ def shared_database(
 ) -> tuple[str, bool]:
     """The URL of database ``key``, built by ``build(url)`` by the first process to ask.
 
-    ``registry`` is a folder every process of the run sees (under xdist, the parent of the
-    workers' temporary folders): the first process holds its lock while it creates the
+    ``registry`` is a folder every process of the run sees (under xdist, the one the
+    controller made, ``tests/conftest.py``): the first process holds its lock while it creates the
     database and builds it, then writes the database's name there; the others wait for
     the lock and read the name. Returns ``(url, built_here)``. Whoever builds nothing
     drops nothing: :func:`drop_shared` (the xdist controller, once every worker is done)

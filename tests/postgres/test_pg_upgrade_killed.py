@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import subprocess
 import time
-import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
+import pg_server
 import pytest
 import sqlalchemy as sa
 from pg_catalog import (
@@ -76,13 +77,6 @@ TEMPLATES = {
 }
 
 
-def _admin_execute(admin_url: str, statement: str) -> None:
-    engine = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
-    with engine.connect() as connection:
-        connection.exec_driver_sql(statement)
-    engine.dispose()
-
-
 def _builder(rows: int, revision: str) -> Callable[[str], None]:
     def build(url: str) -> None:
         migrate_to(url, "0010")
@@ -110,19 +104,13 @@ def templates(shared_pg_database: Callable[[str, Callable[[str], None]], str]) -
 @pytest.fixture
 def copy_of(pg_admin_url: str, templates: dict[str, str]) -> Iterator[Callable[[str], str]]:
     """``copy_of("0011")``: a new database copied from that template (dropped afterwards)."""
-    admin = sa.make_url(pg_admin_url)
-    made: list[str] = []
+    with ExitStack() as made:
 
-    def make(template_key: str) -> str:
-        name = f"hermes_t_{uuid.uuid4().hex[:12]}"
-        template = sa.make_url(templates[template_key]).database
-        _admin_execute(pg_admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-        made.append(name)
-        return admin.set(database=name).render_as_string(hide_password=False)
+        def make(template_key: str) -> str:
+            template = sa.make_url(templates[template_key]).database
+            return made.enter_context(pg_server.scratch_database(pg_admin_url, "hermes_t", template=template))
 
-    yield make
-    for name in made:
-        _admin_execute(pg_admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        yield make
 
 
 def _migrator_query(url: str) -> str:
