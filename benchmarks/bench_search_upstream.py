@@ -54,9 +54,10 @@ def search_kinds(seed: int) -> dict[str, tuple[list[str], dict[str, Any]]]:
 
 HIT_PAGE = 1_000
 """Hits compared per query. A query with fewer hits than this on both sides is compared
-whole; one with more is compared on its first page only when both sides rank alike
-(word queries: bm25 on both), since upstream ranks substring hits by bm25 and hermes_store
-newest first. Upstream builds each hit's context with queries of its own, so asking it for
+whole. One with a full page on either side is compared page for page when both sides rank
+alike (word queries: bm25 on both); otherwise (substring queries: upstream ranks by bm25,
+hermes_store newest first) only whether both filled the page, which says nothing about
+which hits. Upstream builds each hit's context with queries of its own, so asking it for
 every hit of "the" (most of the store) would take minutes."""
 
 
