@@ -233,7 +233,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 POSTGRES_ONLY_MODULES = (
     "*/hermes_store/schema/types.py",
     "*/hermes_store/admin/copy_target.py",
-    "*/hermes_store/search/postgres.py",
+    "*/hermes_store/search/postgres/*",
     "*/hermes_store/db/backends/postgresql.py",
 )
 """Modules that only PostgreSQL runs: measured when a server is available, left out of the

@@ -57,7 +57,7 @@ branch_labels = None
 depends_on = None
 
 BUCKET = "(id >> 18)"
-"""A message's id bucket; ``hermes_store.search.postgres.ID_BUCKET_BITS`` must match."""
+"""A message's id bucket; ``hermes_store.search.id_buckets.ID_BUCKET_BITS`` must match."""
 
 BUCKETED = {
     "idx_messages_search_vector_bucket": f"(search_vector, {BUCKET})",

@@ -18,7 +18,7 @@ from support import migrate_to
 
 from hermes_store import SessionDB
 from hermes_store.schema.migration_ops import batch_rows
-from hermes_store.search.postgres import MAX_LIFTED_TRIGRAMS, ascii_trigrams
+from hermes_store.search.postgres.grams import MAX_LIFTED_TRIGRAMS, ascii_trigrams
 
 pytestmark = pytest.mark.postgres
 

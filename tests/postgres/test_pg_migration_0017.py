@@ -14,7 +14,7 @@ import pytest
 from pg_catalog import alembic, catalog, migrate_with_rows, scalar, search_hits
 
 from hermes_store import SessionDB
-from hermes_store.search.postgres import FIRST_WORD_WINDOW
+from hermes_store.search.postgres.words import FIRST_WORD_WINDOW
 
 pytestmark = pytest.mark.postgres
 

@@ -222,7 +222,7 @@ def test_upgrade_kept_every_row_and_filled_the_stored_vector(big_store: SessionD
 def test_a_search_raises_work_mem_for_its_own_transaction_only(big_store: SessionDB, query: str) -> None:
     """Exact bitmaps need more than the default 4 MB at scale (``SEARCH_WORK_MEM``); the
     setting must end with the search's transaction, never stay on a pooled connection."""
-    from hermes_store.search.postgres import SEARCH_WORK_MEM
+    from hermes_store.search.postgres.statements import SEARCH_WORK_MEM
 
     seen: list[str] = []
     searched_on: list[Any] = []

@@ -1,4 +1,4 @@
-"""The id windows PostgreSQL searches read, newest first (``search/postgres.py``).
+"""The id windows PostgreSQL searches read, newest first (``search/postgres/words.py`` and ``substrings.py``).
 
 The windows are shrunk so a store of 400 messages holds several. Substring search narrowed
 by CJK grams: the newest 16 ids (of which the newest 8 walked row by row, no index, when
@@ -19,7 +19,8 @@ import pytest
 import sqlalchemy as sa
 
 from hermes_store import SessionDB
-from hermes_store.search import postgres as pg_search
+from hermes_store.search.postgres import substrings as pg_substrings
+from hermes_store.search.postgres import words as pg_words
 
 pytestmark = pytest.mark.postgres
 
@@ -60,9 +61,9 @@ def store(shared_pg_database: Callable[[str, Callable[[str], None]], str]) -> It
 
 @pytest.fixture
 def small_windows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pg_search, "WALKED_SUBSTRING_WINDOW", WALKED)
-    monkeypatch.setattr(pg_search, "FIRST_SUBSTRING_WINDOW", FIRST)
-    monkeypatch.setattr(pg_search, "SECOND_SUBSTRING_WINDOW", SECOND)
+    monkeypatch.setattr(pg_substrings, "WALKED_SUBSTRING_WINDOW", WALKED)
+    monkeypatch.setattr(pg_substrings, "FIRST_SUBSTRING_WINDOW", FIRST)
+    monkeypatch.setattr(pg_substrings, "SECOND_SUBSTRING_WINDOW", SECOND)
 
 
 def _expected(store: SessionDB, *terms: str) -> list[int]:
@@ -189,10 +190,10 @@ def test_pages_of_every_size_and_offset_are_the_brute_force_answer(
 
 @pytest.fixture
 def small_word_windows(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pg_search, "FIRST_WORD_WINDOW", FIRST)
+    monkeypatch.setattr(pg_words, "FIRST_WORD_WINDOW", FIRST)
     # Scaled to the 400 messages: a phrase predicted to hold 20 or fewer looks up every
     # older id at once, one of the "plain the" rate (about 125) widens slice by slice.
-    monkeypatch.setattr(pg_search, "FEW_PAIRED_CANDIDATES", 20)
+    monkeypatch.setattr(pg_words, "FEW_PAIRED_CANDIDATES", 20)
 
 
 def _word_expected(store: SessionDB, query: str) -> set[int]:
@@ -284,7 +285,7 @@ def test_a_phrase_of_two_pairs_walks_a_slice_its_candidates_would_cost_more(
     assert read.checked == [True, True] and read.paired == [False, False]
     assert set(read.hits) <= _word_expected(store, query) and len(read.hits) == 12
     # Were a walked row costlier, the pairs would find the candidates.
-    monkeypatch.setattr(pg_search, "WALKED_ROW_COST_BESIDE_PAIRS", 17)
+    monkeypatch.setattr(pg_words, "WALKED_ROW_COST_BESIDE_PAIRS", 17)
     read = _read(store, query, limit=12)
     assert read.checked == [True, False] and read.paired == [False, True]
     assert set(read.hits) <= _word_expected(store, query) and len(read.hits) == 12
@@ -297,8 +298,8 @@ def test_an_older_slice_is_walked_when_its_posting_lists_would_cost_more(
     # 5 matches among the 16 newest ids: at that rate the index would hand over about 125
     # entries for the whole store, against 41 rows to walk in the next slice. With a row
     # costing as much as 2 entries (82 < 125) the slice is walked; at 17 (697) it is not.
-    monkeypatch.setattr(pg_search, "WALKED_ROW_COST", 2)
-    monkeypatch.setattr(pg_search, "WALKED_ROW_COST_BESIDE_PAIRS", 2)
+    monkeypatch.setattr(pg_words, "WALKED_ROW_COST", 2)
+    monkeypatch.setattr(pg_words, "WALKED_ROW_COST_BESIDE_PAIRS", 2)
     newest = max(_expected(store, "plain"))
     read = _read(store, query, limit=12)
     assert set(read.hits) <= _word_expected(store, query) and len(read.hits) == 12
@@ -330,7 +331,8 @@ def small_buckets(monkeypatch: pytest.MonkeyPatch) -> None:
     from hermes_store.search import id_buckets
 
     monkeypatch.setattr(id_buckets, "ID_BUCKET_BITS", BUCKET_BITS)
-    monkeypatch.setattr(pg_search, "ID_BUCKET_BITS", BUCKET_BITS)
+    monkeypatch.setattr(pg_words, "ID_BUCKET_BITS", BUCKET_BITS)
+    monkeypatch.setattr(pg_substrings, "ID_BUCKET_BITS", BUCKET_BITS)
 
 
 def _statements(store: SessionDB, query: str, **kwargs: Any) -> tuple[list[int], list[str]]:
@@ -380,7 +382,8 @@ def test_the_chain_starts_with_one_bucket_when_half_of_it_lies_below(
     store: SessionDB, small_windows: None, small_buckets: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     newest = max(_expected(store, "plain"))
-    monkeypatch.setattr(pg_search, "FIRST_SUBSTRING_WINDOW", newest - 383)  # floor 383: bucket 11's last id
+    # floor 383: bucket 11's last id
+    monkeypatch.setattr(pg_substrings, "FIRST_SUBSTRING_WINDOW", newest - 383)
     read = _read(store, "zork 记忆", limit=20)
     assert read.hits == [170, 41, 40]
     assert read.windows[1] == (351, 383)  # bucket 11 alone

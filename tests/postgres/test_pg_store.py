@@ -8,7 +8,8 @@ import multiprocessing
 import pytest
 
 from hermes_store import SessionDB
-from hermes_store.search.postgres import substring_snippet, tsquery_sql
+from hermes_store.search.postgres.legacy_tsquery import tsquery_sql
+from hermes_store.search.postgres.substrings import substring_snippet
 
 
 @pytest.fixture

@@ -1,8 +1,8 @@
-"""How PostgreSQL word search sizes and reads its older slices (``search/postgres._older_slice``)."""
+"""How PostgreSQL word search sizes and reads its older slices (``search/postgres/words.py``)."""
 
 from __future__ import annotations
 
-from hermes_store.search.postgres import FEW_PAIRED_CANDIDATES, WALKED_ROW_COST, _older_slice
+from hermes_store.search.postgres.words import FEW_PAIRED_CANDIDATES, WALKED_ROW_COST, _older_slice
 
 NEWEST = 10_000_000
 

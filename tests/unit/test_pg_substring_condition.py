@@ -12,21 +12,18 @@ import pytest
 
 from hermes_store.schema.indexed_text import INDEXED_TEXT
 from hermes_store.search.plan import plan_search
-from hermes_store.search.postgres import (
-    MAX_LIFTED_TRIGRAMS,
-    STORED_CJK_GRAMS,
-    _next_window_fills,
-    _next_word_window,
-    _substring_condition,
-    ascii_trigrams,
-)
+from hermes_store.search.postgres.capabilities import STORED_CJK_GRAMS
+from hermes_store.search.postgres.grams import MAX_LIFTED_TRIGRAMS, ascii_trigrams
+from hermes_store.search.postgres.substring_condition import substring_condition
+from hermes_store.search.postgres.substrings import _next_window_fills
+from hermes_store.search.postgres.words import _next_word_window
 
 UNINDEXED = f"({INDEXED_TEXT} || '')"
 
 
 def _lookups(query: str) -> tuple[str, dict[str, object]]:
     params: dict[str, object] = {}
-    condition, _terms = _substring_condition(plan_search(query), params)
+    condition, _terms = substring_condition(plan_search(query), params)
     return condition, params
 
 
@@ -69,8 +66,8 @@ def test_terms_an_index_serves(query: str, term: str, indexed: bool) -> None:
 def test_bounded_windows_check_latin_terms_on_the_candidates_only() -> None:
     params: dict[str, object] = {}
     plan = plan_search("word 这个")
-    rest, _ = _substring_condition(plan, params)
-    checked, _ = _substring_condition(plan, dict(params), checked_beside_grams=True)
+    rest, _ = substring_condition(plan, params)
+    checked, _ = substring_condition(plan, dict(params), checked_beside_grams=True)
     unindexed = f"({INDEXED_TEXT} || '')"
     # The whole store: pg_trgm may serve the regular expression. A window: nothing but the grams.
     assert f"{INDEXED_TEXT} ~ :p0r" in rest
@@ -139,7 +136,7 @@ def test_a_long_terms_trigrams_are_thinned_but_keep_both_ends() -> None:
 
 def _with_trigrams(query: str, checked: bool = False) -> tuple[str, dict[str, object]]:
     params: dict[str, object] = {}
-    condition, _terms = _substring_condition(
+    condition, _terms = substring_condition(
         plan_search(query),
         params,
         grams_source=STORED_CJK_GRAMS,

@@ -227,7 +227,7 @@ def test_an_empty_plan_has_no_sqlite_statement() -> None:
 def test_postgresql_regex_folds_ascii_letters_only(term: str, regex: str) -> None:
     import re
 
-    from hermes_store.search.postgres import _ascii_insensitive_regex
+    from hermes_store.search.postgres.substring_condition import _ascii_insensitive_regex
 
     assert _ascii_insensitive_regex(term) == regex
     assert re.search(regex, f"xx {term.upper()} yy")
