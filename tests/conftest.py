@@ -123,9 +123,6 @@ def pg_admin_url() -> Iterator[str]:
         pg_server.finish_drops()
 
 
-SharedDatabase = Callable[[str, Callable[[str], None]], str]
-
-
 def _new_database(pg_admin_url: str, template: str | None = None) -> Iterator[str]:
     """Create a database (a copy of ``template`` if given), yield its URL, drop it later."""
     with ExitStack() as stack:
@@ -155,7 +152,7 @@ def _create_store(url: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def pg_head_template(shared_pg_database: SharedDatabase) -> str:
+def pg_head_template(shared_pg_database: pg_server.SharedDatabase) -> str:
     """Name of a database holding a store ``SessionDB`` created (once per run), for
     ``CREATE DATABASE … TEMPLATE``: nothing stays connected to it."""
     return str(sa.make_url(shared_pg_database("head", _create_store)).database)
@@ -172,7 +169,7 @@ def pg_head_url(pg_admin_url: str, pg_head_template: str) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def shared_pg_database(
     pg_admin_url: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> Iterator[SharedDatabase]:
+) -> Iterator[pg_server.SharedDatabase]:
     """``shared_pg_database(key, build)``: URL of a PostgreSQL database ``build(url)`` filled,
     built once per test run, for databases that tests only read or copy (``TEMPLATE``).
 
@@ -185,11 +182,10 @@ def shared_pg_database(
     """
     # An xdist worker of this run (not merely a child pytest that inherited its environment),
     # whose controller made the registry folder (pytest_configure).
-    shared_folder = os.environ.get(SHARED_REGISTRY_VARIABLE)
-    shared = (
-        hasattr(request.config, "workerinput") and pg_server.mode() == "configured" and bool(shared_folder)
-    )
-    registry = Path(shared_folder) if shared and shared_folder else tmp_path_factory.mktemp("shared-pg")
+    worker = hasattr(request.config, "workerinput") and pg_server.mode() == "configured"
+    shared_folder = os.environ.get(SHARED_REGISTRY_VARIABLE) if worker else None
+    shared = bool(shared_folder)
+    registry = Path(shared_folder) if shared_folder else tmp_path_factory.mktemp("shared-pg")
 
     def get(key: str, build: Callable[[str], None]) -> str:
         return pg_server.shared_database(pg_admin_url, key, build, registry)[0]

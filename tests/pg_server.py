@@ -277,6 +277,11 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+SharedDatabase = Callable[[str, Callable[[str], None]], str]
+"""The type of the ``shared_pg_database`` fixture (``tests/conftest.py``): ``get(key, build)``
+gives the URL of the run's database ``key``, which ``build(url)`` filled once."""
+
+
 def shared_database(
     admin_url: str, key: str, build: Callable[[str], None], registry: Path
 ) -> tuple[str, bool]:

@@ -13,11 +13,12 @@ them, so an index that silently found nothing would fail too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from pg_server import SharedDatabase
 
 from hermes_store import SessionDB, create_engine, upgrade
 
@@ -73,7 +74,7 @@ def _load(url: str) -> None:
 # xdist spreads this module's tests over workers, and a fixture of a worker's own would be
 # built in each of them.
 @pytest.fixture(scope="session")
-def big_store(shared_pg_database: Callable[[str, Callable[[str], None]], str]) -> Iterator[SessionDB]:
+def big_store(shared_pg_database: SharedDatabase) -> Iterator[SessionDB]:
     db = SessionDB(url=shared_pg_database("plans", _load))
     yield db
     db.close()

@@ -12,11 +12,12 @@ whatever slices run, a caller asking for every hit gets exactly the brute-force 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import pytest
 import sqlalchemy as sa
+from pg_server import SharedDatabase
 
 from hermes_store import SessionDB
 from hermes_store.search.postgres import substrings as pg_substrings
@@ -52,7 +53,7 @@ def _fill(url: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def store(shared_pg_database: Callable[[str, Callable[[str], None]], str]) -> Iterator[SessionDB]:
+def store(shared_pg_database: SharedDatabase) -> Iterator[SessionDB]:
     """The store, built once per test run (the tests only read it; xdist may spread them)."""
     db = SessionDB(url=shared_pg_database("windows", _fill))
     yield db

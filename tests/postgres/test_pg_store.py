@@ -102,11 +102,10 @@ def _append_many(url: str, session_id: str, count: int) -> None:
 
 
 def test_concurrent_appends_keep_counters_exact(pg_head_url: str) -> None:
-    pg_url = pg_head_url
-    db = SessionDB(url=pg_url)
+    db = SessionDB(url=pg_head_url)
     db.create_session("shared", "cli")
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_append_many, args=(pg_url, "shared", 40)) for _ in range(4)]
+    workers = [context.Process(target=_append_many, args=(pg_head_url, "shared", 40)) for _ in range(4)]
     for worker in workers:
         worker.start()
     for worker in workers:

@@ -91,7 +91,7 @@ def _builder(rows: int, revision: str) -> Callable[[str], None]:
 
 
 @pytest.fixture(scope="module")
-def templates(shared_pg_database: Callable[[str, Callable[[str], None]], str]) -> dict[str, str]:
+def templates(shared_pg_database: pg_server.SharedDatabase) -> dict[str, str]:
     """Template databases (:data:`TEMPLATES`), built once per test run: at 0010 and 0011
     holding :data:`FEW_ROWS` messages, at 0011 holding :data:`ROWS`, and a reference
     database upgraded to head without interruption."""
