@@ -15,6 +15,7 @@ committed whole or rolled back whole on its own error — never stopped half-way
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
@@ -429,3 +430,30 @@ class AsyncSessionDB:
         return await self._call(
             SessionDB.vacuum,
         )
+
+
+def _forwarding_coroutine(name: str, *, read: bool) -> Callable[..., Any]:
+    """A coroutine method that runs ``SessionDB.<name>`` on a read (or write) worker."""
+    method = getattr(SessionDB, name)
+
+    async def forward(self: AsyncSessionDB, *args: Any, **kwargs: Any) -> Any:
+        call = self._read_call if read else self._call
+        return await call(method, *args, **kwargs)
+
+    forward.__name__ = name
+    forward.__qualname__ = f"AsyncSessionDB.{name}"
+    forward.__doc__ = f"Awaitable :meth:`SessionDB.{name}`."
+    forward.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+    return forward
+
+
+def _add_feature_coroutines() -> None:
+    """Give ``AsyncSessionDB`` a coroutine for every method the feature mixins name."""
+    for mixin in SessionDB.__mro__:
+        for name in vars(mixin).get("_ASYNC_READS", ()):
+            setattr(AsyncSessionDB, name, _forwarding_coroutine(name, read=True))
+        for name in vars(mixin).get("_ASYNC_WRITES", ()):
+            setattr(AsyncSessionDB, name, _forwarding_coroutine(name, read=False))
+
+
+_add_feature_coroutines()

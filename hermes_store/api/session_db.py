@@ -22,6 +22,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 
 from hermes_store.admin import maintenance
 from hermes_store.admin.transcripts import remove_transcripts
+from hermes_store.api.features.base import FacadeBase
 from hermes_store.db.engine import adopt_engine, create_engine, parse_url, resolve_url, sqlite_path
 from hermes_store.db.execution import Bind
 from hermes_store.db.memory import is_shared_memory, names_memory, shared_memory_url
@@ -88,7 +89,10 @@ def _forget_raw_connection(db: SessionDB) -> list[object]:
     return [inherited]
 
 
-class SessionDB:
+class SessionDB(
+    # Feature mixins (hermes_store.api.features), one per line.
+    FacadeBase,
+):
     """Hermes' session store: sessions, messages, titles, lineage, search, export, pruning.
 
     ``SessionDB()`` opens ``$HERMES_HOME/state.db`` (else ``~/.hermes/state.db``);

@@ -54,6 +54,8 @@ class NewMessage:
     reasoning_details: str | None = None
     codex_reasoning_items: str | None = None
     codex_message_items: str | None = None
+    platform_message_id: str | None = None
+    observed: int = 0
     tool_call_units: int = 0
     """How much this message adds to the session's ``tool_call_count``."""
 
@@ -74,12 +76,17 @@ class NewMessage:
             "reasoning_details": self.reasoning_details,
             "codex_reasoning_items": self.codex_reasoning_items,
             "codex_message_items": self.codex_message_items,
+            "platform_message_id": self.platform_message_id,
+            "observed": self.observed,
         }
 
 
 # The hot path of every agent turn: two short statements run as driver SQL (see
 # driver_execute), so an append costs little more than the same two statements in sqlite3.
-_MESSAGE_FIELDS = tuple(column.name for column in Message.__table__.columns if column.name != "id")
+# active/compacted are left to their defaults: a new message is always live.
+_MESSAGE_FIELDS = tuple(
+    column.name for column in Message.__table__.columns if column.name not in ("id", "active", "compacted")
+)
 _INSERT_MESSAGE = (
     f"INSERT INTO messages ({', '.join(_MESSAGE_FIELDS)}) "
     f"VALUES ({', '.join(':' + name for name in _MESSAGE_FIELDS)})"

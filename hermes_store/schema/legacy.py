@@ -20,10 +20,14 @@ from hermes_store.db.backends import backend_for
 
 log = logging.getLogger(__name__)
 
-HEAD_VERSION = 11
-"""The newest upstream schema version (frozen history; later revisions keep it, see
-:mod:`hermes_store.schema.revisions`)."""
-LEGACY_REVISIONS: tuple[str, ...] = tuple(f"{n:04d}" for n in range(1, HEAD_VERSION + 1))
+HEAD_VERSION = 17
+"""The upstream schema version a store at head holds in ``schema_version`` (revision 0019
+declares it); a file claiming more was written by a newer upstream."""
+LAST_NUMBERED_VERSION = 11
+"""The last upstream version with a revision of its own (``0001``–``0011``). Upstream's
+versions 12–17 only add columns, tables and indexes (several arrived with no version bump
+at all), so one revision, ``0019``, adds whichever of them a file lacks."""
+LEGACY_REVISIONS: tuple[str, ...] = tuple(f"{n:04d}" for n in range(1, LAST_NUMBERED_VERSION + 1))
 """Revisions ``0001``–``0011``, one per upstream schema version. Not the head: that is
 whatever the scripts say (:func:`hermes_store.schema.revisions.history`)."""
 
@@ -41,7 +45,7 @@ def version_of_legacy_revision(revision: str | None) -> int | None:
 
 def revision_of_version(version: int) -> str:
     """Our revision id for upstream schema version ``version`` (1–11)."""
-    if not 1 <= version <= HEAD_VERSION:
+    if not 1 <= version <= LAST_NUMBERED_VERSION:
         raise ValueError(f"no revision for schema version {version}")
     return LEGACY_REVISIONS[version - 1]
 
@@ -156,13 +160,13 @@ class _SqliteSnapshot:
 
 
 def effective_version(connection: Connection, claimed: int | None) -> int:
-    """The highest version ≤ ``claimed`` (11 when unknown) whose objects are all present.
+    """The highest version ≤ ``claimed`` (capped at 11) whose objects are all present.
 
     0 means not even version 1 is complete; the database is then upgraded from the
     start, which is safe because every revision only adds what is missing.
     """
     snapshot = _SqliteSnapshot(connection)
-    ceiling = HEAD_VERSION if claimed is None else min(claimed, HEAD_VERSION)
+    ceiling = LAST_NUMBERED_VERSION if claimed is None else min(claimed, LAST_NUMBERED_VERSION)
     reached = 0
     for version in range(1, ceiling + 1):
         if not snapshot.satisfies(version):

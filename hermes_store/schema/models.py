@@ -1,4 +1,4 @@
-"""Typed declarative models of Hermes' ``state.db`` at schema version 11.
+"""Typed declarative models of Hermes' ``state.db`` at upstream schema version 17.
 
 The tables, columns, types, defaults and indexes are those upstream Hermes creates, so
 that one database file can be shared by upstream Hermes and hermes_store. Analytics
@@ -46,6 +46,10 @@ def _zero() -> Any:
     return text("0")
 
 
+def _one() -> Any:
+    return text("1")
+
+
 TITLE_INDEX = "idx_sessions_title_unique"
 """The unique index on ``sessions.title`` (partial: NULL titles are not compared)."""
 
@@ -67,6 +71,18 @@ class Session(Base):
             unique=True,
             sqlite_where=text("title IS NOT NULL"),
         ),
+        Index("idx_sessions_source_id", "source", "id"),
+        Index("idx_sessions_session_key", "session_key", text("started_at DESC")),
+        Index(
+            "idx_sessions_gateway_peer",
+            "source",
+            "user_id",
+            "chat_id",
+            "chat_type",
+            "thread_id",
+            text("started_at DESC"),
+        ),
+        Index("idx_sessions_handoff_state", "handoff_state", "started_at"),
     )
 
     id: Mapped[str] = mapped_column(Text, primary_key=True)
@@ -96,6 +112,25 @@ class Session(Base):
     pricing_version: Mapped[str | None]
     title: Mapped[str | None]
     api_call_count: Mapped[int | None] = mapped_column(server_default=_zero())
+    # Gateway routing: which chat/thread a session belongs to, so it can be found again
+    # after a restart.
+    session_key: Mapped[str | None]
+    chat_id: Mapped[str | None]
+    chat_type: Mapped[str | None]
+    thread_id: Mapped[str | None]
+    # Where the session ran (desktop project grouping).
+    cwd: Mapped[str | None]
+    git_branch: Mapped[str | None]
+    git_repo_root: Mapped[str | None]
+    # Cross-platform handoff state machine: NULL -> pending -> running -> completed | failed.
+    handoff_state: Mapped[str | None]
+    handoff_platform: Mapped[str | None]
+    handoff_error: Mapped[str | None]
+    # A failed compression's back-off, kept across resumes.
+    compression_failure_cooldown_until: Mapped[float | None] = mapped_column(Float8)
+    compression_failure_error: Mapped[str | None]
+    rewind_count: Mapped[int] = mapped_column(nullable=False, server_default=_zero())
+    archived: Mapped[int] = mapped_column(nullable=False, server_default=_zero())
 
     messages: Mapped[list[Message]] = relationship(
         back_populates="session", order_by="Message.id", passive_deletes="all"
@@ -115,6 +150,13 @@ class Message(Base):
     __tablename__ = "messages"
     __table_args__ = (
         Index("idx_messages_session", "session_id", "timestamp"),
+        Index("idx_messages_session_active", "session_id", "active", "timestamp"),
+        Index(
+            "idx_messages_platform_msg_id",
+            "session_id",
+            "platform_message_id",
+            sqlite_where=text("platform_message_id IS NOT NULL"),
+        ),
         {"sqlite_autoincrement": True},
     )
 
@@ -133,6 +175,15 @@ class Message(Base):
     reasoning_details: Mapped[str | None]
     codex_reasoning_items: Mapped[str | None]
     codex_message_items: Mapped[str | None]
+    platform_message_id: Mapped[str | None]
+    """The chat platform's own id for the message (e.g. a Telegram update id)."""
+    observed: Mapped[int | None] = mapped_column(server_default=_zero())
+    """1: a group message the agent saw but was not addressed by."""
+    active: Mapped[int] = mapped_column(nullable=False, server_default=_one())
+    """0: out of the live context (rewound, or archived by in-place compaction)."""
+    compacted: Mapped[int] = mapped_column(nullable=False, server_default=_zero())
+    """1: archived by in-place compaction (still searchable); with ``active = 0`` and
+    ``compacted = 0`` the message was rewound (undone) and is hidden from search."""
 
     session: Mapped[Session] = relationship(back_populates="messages")
 
@@ -147,6 +198,55 @@ class StateMeta(Base):
 
     key: Mapped[str] = mapped_column(Text, primary_key=True)
     value: Mapped[str | None]
+
+
+class CompressionLock(Base):
+    """A lease that keeps two processes from compressing one session at once
+    (``compression_locks``; no foreign key, as upstream)."""
+
+    __tablename__ = "compression_locks"
+    __table_args__ = (Index("idx_compression_locks_expires", "expires_at"),)
+
+    session_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    holder: Mapped[str] = mapped_column(Text, nullable=False)
+    acquired_at: Mapped[float] = mapped_column(EpochSeconds, nullable=False)
+    expires_at: Mapped[float] = mapped_column(EpochSeconds, nullable=False)
+
+
+class TelegramTopicMode(Base):
+    """Per Telegram DM chat: whether topic mode is on and what the chat can do."""
+
+    __tablename__ = "telegram_dm_topic_mode"
+
+    chat_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    enabled: Mapped[int] = mapped_column(nullable=False, server_default=_one())
+    activated_at: Mapped[float] = mapped_column(EpochSeconds, nullable=False)
+    updated_at: Mapped[float] = mapped_column(EpochSeconds, nullable=False)
+    has_topics_enabled: Mapped[int | None]
+    allows_users_to_create_topics: Mapped[int | None]
+    capability_checked_at: Mapped[float | None] = mapped_column(EpochSeconds)
+    intro_message_id: Mapped[str | None]
+    pinned_message_id: Mapped[str | None]
+
+
+class TelegramTopicBinding(Base):
+    """One Telegram DM topic bound to one session (a session binds to at most one topic)."""
+
+    __tablename__ = "telegram_dm_topic_bindings"
+    __table_args__ = (
+        Index("idx_telegram_dm_topic_bindings_session", "session_id", unique=True),
+        Index("idx_telegram_dm_topic_bindings_user", "user_id", "chat_id"),
+    )
+
+    chat_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    thread_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    user_id: Mapped[str] = mapped_column(Text, nullable=False)
+    session_key: Mapped[str] = mapped_column(Text, nullable=False)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False)
+    managed_mode: Mapped[str] = mapped_column(Text, nullable=False, server_default=text("'auto'"))
+    linked_at: Mapped[float] = mapped_column(EpochSeconds, nullable=False)
+    updated_at: Mapped[float] = mapped_column(EpochSeconds, nullable=False)
 
 
 class SchemaVersion(Base):

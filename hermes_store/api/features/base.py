@@ -1,0 +1,44 @@
+"""What every feature mixin may call on the store it is mixed into."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+from sqlalchemy.engine import Connection
+
+from hermes_store.db.execution import Bind
+
+T = TypeVar("T")
+
+
+class FacadeBase:
+    """The store's own primitives, implemented by :class:`~hermes_store.api.session_db.SessionDB`.
+
+    A feature mixin derives from this class so that its methods type-check against the
+    primitives: ``_write`` runs one retried write transaction, ``_query`` one read (a
+    ``snapshot`` when several statements must agree).
+
+    A mixin names its public methods in ``_ASYNC_READS`` and ``_ASYNC_WRITES``; the asyncio
+    face gives each a coroutine that runs it on a read or a write worker.
+    """
+
+    _ASYNC_READS: ClassVar[tuple[str, ...]] = ()
+    _ASYNC_WRITES: ClassVar[tuple[str, ...]] = ()
+
+    def _write(self, work: Callable[[Connection], T], operation: str) -> T:
+        raise NotImplementedError
+
+    def _query(self, work: Callable[[Bind], T], snapshot: bool = False) -> T:
+        raise NotImplementedError
+
+    def _check_open(self) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def _encode_content(cls, content: Any) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def _decode_content(cls, content: Any) -> Any:
+        raise NotImplementedError
