@@ -20,6 +20,9 @@ from typing import Any
 
 MIRROR = Path("/work/.mirror/0xK8oX+hermes-agent/repo")
 COMMIT = "c5b4c481656634ff919b214a037b830077d3bbd1"
+"""Upstream at schema 11, the version the first drop-in followed."""
+HEAD_COMMIT = "7e8f50a14176e02b514631b0b04470acaadae32a"
+"""Upstream at schema 17: the commit the drop-in follows now."""
 MODULE_NAME = "upstream_hermes_state"
 
 _STANDINS = {
@@ -33,27 +36,27 @@ _STANDINS = {
 }
 
 
-def upstream_file(path: str) -> str | None:
-    """The text of ``path`` in upstream Hermes at :data:`COMMIT`, read from the mirror, or
+def upstream_file(path: str, commit: str = COMMIT) -> str | None:
+    """The text of ``path`` in upstream Hermes at ``commit``, read from the mirror, or
     ``None`` (with the reason on stderr) when the mirror cannot provide it."""
     if not MIRROR.exists():
         print(f"upstream skipped: no Hermes mirror at {MIRROR}", file=sys.stderr)
         return None
     shown = subprocess.run(
-        ["git", "-C", str(MIRROR), "show", f"{COMMIT}:{path}"], capture_output=True, text=True
+        ["git", "-C", str(MIRROR), "show", f"{commit}:{path}"], capture_output=True, text=True
     )
     if shown.returncode != 0:
         print(
-            f"upstream skipped: git show {COMMIT[:8]}:{path} failed: {shown.stderr.strip()}", file=sys.stderr
+            f"upstream skipped: git show {commit[:8]}:{path} failed: {shown.stderr.strip()}", file=sys.stderr
         )
         return None
     return shown.stdout
 
 
-def upstream_folder() -> Path | None:
-    """A temporary folder holding upstream's ``hermes_state.py`` and its stand-ins, or
-    ``None`` (with the reason on stderr) when the mirror cannot provide it."""
-    source = upstream_file("hermes_state.py")
+def upstream_folder(commit: str = COMMIT) -> Path | None:
+    """A temporary folder holding upstream's ``hermes_state.py`` at ``commit`` and its
+    stand-ins, or ``None`` (with the reason on stderr) when the mirror cannot provide it."""
+    source = upstream_file("hermes_state.py", commit)
     if source is None:
         return None
     folder = Path(tempfile.mkdtemp(prefix="hermes-upstream-"))
@@ -64,15 +67,16 @@ def upstream_folder() -> Path | None:
     return folder
 
 
-def upstream_session_db(folder: Path) -> Any:
-    """Upstream's ``SessionDB`` class, imported from ``folder`` (see :func:`upstream_folder`)."""
-    module = sys.modules.get(MODULE_NAME)
+def upstream_session_db(folder: Path, module_name: str = MODULE_NAME) -> Any:
+    """Upstream's ``SessionDB`` class, imported from ``folder`` (see :func:`upstream_folder`)
+    as module ``module_name`` (one name per upstream commit a process loads)."""
+    module = sys.modules.get(module_name)
     if module is None:
         if str(folder) not in sys.path:
             sys.path.append(str(folder))  # after ours: only its stand-in imports come from here
-        spec = importlib.util.spec_from_file_location(MODULE_NAME, folder / f"{MODULE_NAME}.py")
+        spec = importlib.util.spec_from_file_location(module_name, folder / f"{MODULE_NAME}.py")
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
-        sys.modules[MODULE_NAME] = module
+        sys.modules[module_name] = module
         spec.loader.exec_module(module)
     return module.SessionDB
