@@ -27,6 +27,8 @@ __all__ = [
     "decode_tool_calls",
     "encode_content",
     "encode_json",
+    "explicit_timestamp",
+    "platform_message_text",
     "preview_text",
     "text_parts",
 ]
@@ -145,6 +147,38 @@ def count_tool_calls(tool_calls: object) -> int:
     if isinstance(tool_calls, list):
         return len(tool_calls)
     return 1
+
+
+def explicit_timestamp(value: object) -> float | None:
+    """A message time the caller supplied, as epoch seconds (``None``: use the clock).
+
+    An object with a ``timestamp()`` method (a ``datetime``) gives that method's value;
+    anything else goes through ``float()``. A value neither way can convert is ignored
+    (logged at DEBUG) rather than refusing the message, as upstream Hermes does; so is
+    NaN or an infinity, which the NOT NULL ``timestamp`` column could not hold as such.
+    """
+    try:
+        seconds = float(value.timestamp()) if hasattr(value, "timestamp") else float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        seconds = math.nan
+    if math.isfinite(seconds):
+        return seconds
+    logger.debug("ignoring a message timestamp that is not a time: %r", value)
+    return None
+
+
+def platform_message_text(name: str, value: object) -> str | None:
+    """A chat platform's message id as stored: ``None`` or text.
+
+    A number becomes its decimal text, which is what SQLite's TEXT column makes of a
+    number bound by upstream Hermes (and what a server's text column needs); any other
+    type raises ``TypeError``.
+    """
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    raise TypeError(f"{name} must be a str, a number or None, not {type(value).__name__}")
 
 
 def text_parts(parts: list[Any]) -> list[str]:

@@ -39,3 +39,10 @@ def require_count(name: str, value: Any) -> int:
     if value < 0:
         raise ValueError(f"{name} must not be negative")
     return value
+
+
+def require_int(name: str, value: Any) -> int:
+    """``value`` if it is an ``int`` (not a bool), e.g. a message id; otherwise ``TypeError``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    return value

@@ -38,13 +38,17 @@ def new_message(
     reasoning_details: Any = None,
     codex_reasoning_items: Any = None,
     codex_message_items: Any = None,
+    platform_message_id: str | None = None,
+    observed: object = False,
+    timestamp: float | None = None,
     encode_content: Callable[[Any], Any] = codec.encode_content,
 ) -> messages.NewMessage:
     """``append_message``'s arguments as a row to store: content and JSON fields encoded,
     and how much the message adds to the session's ``tool_call_count``.
 
-    ``encode_content`` is the store's content encoder (``SessionDB._encode_content``, a
-    seam upstream's tests patch)."""
+    ``timestamp`` is already converted (:func:`~hermes_store.domain.codec.explicit_timestamp`);
+    ``observed`` is stored as 1 when truthy. ``encode_content`` is the store's content
+    encoder (``SessionDB._encode_content``, a seam upstream's tests patch)."""
     return messages.NewMessage(
         role=role,
         content=encode_content(content),
@@ -58,7 +62,10 @@ def new_message(
         reasoning_details=codec.encode_json(reasoning_details),
         codex_reasoning_items=codec.encode_json(codex_reasoning_items),
         codex_message_items=codec.encode_json(codex_message_items),
+        platform_message_id=platform_message_id,
+        observed=1 if observed else 0,
         tool_call_units=codec.count_tool_calls(tool_calls),
+        timestamp=timestamp,
     )
 
 
@@ -67,13 +74,19 @@ def message_from_dict(
 ) -> messages.NewMessage:
     """One OpenAI-style message dict of ``replace_messages`` as a row to store.
 
-    A missing role is ``"unknown"``; the reasoning fields are kept on assistant messages only.
+    A missing role is ``"unknown"``; the reasoning fields are kept on assistant messages
+    only. A ``timestamp`` key is honoured (``None`` when it is no time, so the insert's
+    clock applies); the platform's id comes from ``platform_message_id``, else from
+    ``message_id`` (the key conversation dicts carry it under).
     """
     role = entry.get("role") or "unknown"
     assistant = role == "assistant"
 
     def assistant_only(key: str) -> Any:
         return entry.get(key) if assistant else None
+
+    stamp = entry.get("timestamp")
+    platform_id = entry.get("platform_message_id") or entry.get("message_id")
 
     return new_message(
         role,
@@ -88,6 +101,9 @@ def message_from_dict(
         reasoning_details=assistant_only("reasoning_details"),
         codex_reasoning_items=assistant_only("codex_reasoning_items"),
         codex_message_items=assistant_only("codex_message_items"),
+        platform_message_id=codec.platform_message_text("platform_message_id", platform_id),
+        observed=entry.get("observed"),
+        timestamp=None if stamp is None else codec.explicit_timestamp(stamp),
         encode_content=encode_content,
     )
 
@@ -110,23 +126,59 @@ def exported_session(db: Bind, session_id: str) -> dict[str, Any] | None:
 
 
 def exported_all(db: Bind, source: str | None) -> list[dict[str, Any]]:
-    """Every session (of ``source``), most recently active first, each with its messages."""
+    """Every session (of ``source``), most recently active first, each with its live messages."""
     rows = listing.by_last_active(db, source, 100000, 0)
     by_session = messages.rows_by_session(db, source)
     return [{**row, "messages": decoded(by_session.get(row["id"], []))} for row in rows]
 
 
-def replay(db: Bind, session_id: str, include_ancestors: bool) -> list[dict[str, Any]]:
+def replay(
+    db: Bind, session_id: str, include_ancestors: bool, include_inactive: bool = False
+) -> list[dict[str, Any]]:
     """The session (with ``include_ancestors``, its whole parent chain, root first) as
-    OpenAI-format messages in insertion order."""
+    OpenAI-format messages in insertion order: live messages only unless
+    ``include_inactive``, and without background-review prompts and their replies."""
     ids = lineage.chain_root_to_session(db, session_id) if include_ancestors else [session_id]
     conversation: list[dict[str, Any]] = []
-    for row in messages.conversation_rows(db, ids):
+    for row in messages.conversation_rows(db, ids, include_inactive):
         entry = entry_of(row)
         if include_ancestors and is_replayed_prompt(conversation, entry):
             continue
         conversation.append(entry)
-    return conversation
+    return without_review_harness(conversation)
+
+
+# Older upstream builds let the background skill/memory review write its prompt into the
+# user's own session; replayed, it turns the agent into the curator. These openings mark it.
+_REVIEW_HARNESS_OPENINGS = (
+    "Review the conversation above and update the skill library",
+    "Review the conversation above and consider saving to memory",
+)
+
+
+def is_review_harness(entry: dict[str, Any]) -> bool:
+    """A user or system message holding a background-review prompt."""
+    content = entry.get("content")
+    return (
+        entry.get("role") in ("user", "system")
+        and isinstance(content, str)
+        and content.lstrip().startswith(_REVIEW_HARNESS_OPENINGS)
+    )
+
+
+def without_review_harness(conversation: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``conversation`` without background-review prompts and the assistant message that
+    directly follows each (the curator's reply)."""
+    kept: list[dict[str, Any]] = []
+    after_prompt = False
+    for entry in conversation:
+        if is_review_harness(entry):
+            after_prompt = True
+            continue
+        if not (after_prompt and entry.get("role") == "assistant"):
+            kept.append(entry)
+        after_prompt = False
+    return kept
 
 
 def entry_of(row: dict[str, Any]) -> dict[str, Any]:
@@ -135,12 +187,18 @@ def entry_of(row: dict[str, Any]) -> dict[str, Any]:
     if row["role"] in ("user", "assistant") and isinstance(content, str):
         content = sanitize_context(content).strip()
     entry: dict[str, Any] = {"role": row["role"], "content": content}
+    if row["timestamp"]:
+        entry["timestamp"] = row["timestamp"]
     if row["tool_call_id"]:
         entry["tool_call_id"] = row["tool_call_id"]
     if row["tool_name"]:
         entry["tool_name"] = row["tool_name"]
     if row["tool_calls"]:
         entry["tool_calls"] = codec.decode_tool_calls(row["tool_calls"])
+    if row["platform_message_id"]:
+        entry["message_id"] = row["platform_message_id"]
+    if row["observed"]:
+        entry["observed"] = True
     if row["role"] == "assistant":
         if row["finish_reason"]:
             entry["finish_reason"] = row["finish_reason"]

@@ -32,6 +32,9 @@ CONVERSATION_COLUMNS = (
     Message.reasoning_details,
     Message.codex_reasoning_items,
     Message.codex_message_items,
+    Message.platform_message_id,
+    Message.observed,
+    Message.timestamp,
 )
 
 
@@ -58,9 +61,12 @@ class NewMessage:
     observed: int = 0
     tool_call_units: int = 0
     """How much this message adds to the session's ``tool_call_count``."""
+    timestamp: float | None = None
+    """The time the caller gave the message; ``None``: the time it is stored."""
 
     def row(self, session_id: str, timestamp: float) -> dict[str, Any]:
-        """The column values of this message for ``session_id`` at ``timestamp``."""
+        """The column values of this message for ``session_id`` at ``timestamp`` (the
+        caller resolves :attr:`timestamp` against its clock)."""
         return {
             "session_id": session_id,
             "role": self.role,
@@ -132,7 +138,8 @@ def append_many(db: Bind, session_id: str, messages: Sequence[NewMessage]) -> li
 
 
 def _insert(connection: Connection, session_id: str, message: NewMessage) -> int:
-    row = message.row(session_id, time.time())
+    stamp = message.timestamp
+    row = message.row(session_id, time.time() if stamp is None else stamp)
     # Driver SQL skips column types: map content as the column type (MessageContent) would.
     to_storage = backend_for(connection).content_bind_processor()
     if to_storage is not None:
@@ -146,29 +153,54 @@ def _insert(connection: Connection, session_id: str, message: NewMessage) -> int
     return int(new_id)  # type: ignore[arg-type]
 
 
-def replace_all(db: Bind, session_id: str, messages: Sequence[NewMessage]) -> None:
-    """Replace a session's transcript; timestamps rise by 1 µs per message from now."""
-    run(db, delete(Message).where(Message.session_id == session_id))
-    start = time.time()
-    if messages:
-        run(
-            db,
-            insert(Message),
-            [message.row(session_id, start + index * 1e-6) for index, message in enumerate(messages)],
-        )
+def replace_all(db: Bind, session_id: str, messages: Sequence[NewMessage], active_only: bool = False) -> None:
+    """Replace a session's transcript with ``messages`` (see :func:`insert_rows`) and set
+    its counters to theirs.
+
+    Every row of the session is deleted first, archived and rewound ones included, unless
+    ``active_only``: then only the live rows go and the inactive history stays. Raises
+    SQLAlchemy's ``IntegrityError`` when ``messages`` is not empty and the session does
+    not exist.
+    """
+    removed = delete(Message).where(Message.session_id == session_id)
+    if active_only:
+        removed = removed.where(Message.active == 1)
+    run(db, removed)
+    set_counters(db, session_id, *insert_rows(db, session_id, messages))
+
+
+def insert_rows(db: Bind, session_id: str, messages: Sequence[NewMessage]) -> tuple[int, int]:
+    """Insert ``messages`` as live rows of ``session_id``, in order; returns how many rows
+    and how many tool calls they hold (the session's counters are the caller's).
+
+    A message's own :attr:`~NewMessage.timestamp` is kept. The others get a running clock
+    that starts at now and stays 1 µs past both the previous row and the last given time,
+    so rows without a time sort after the rows they follow.
+    """
+    clock = time.time()
+    rows = []
+    for message in messages:
+        stamp = clock if message.timestamp is None else message.timestamp
+        rows.append(message.row(session_id, stamp))
+        clock = max(clock, stamp) + 1e-6
+    if rows:
+        run(db, insert(Message), rows)
+    return len(rows), sum(message.tool_call_units for message in messages)
+
+
+def set_counters(db: Bind, session_id: str, message_count: int, tool_call_count: int) -> None:
+    """Set a session's ``message_count`` and ``tool_call_count``."""
     run(
         db,
         update(Session)
         .where(Session.id == session_id)
-        .values(
-            message_count=len(messages),
-            tool_call_count=sum(message.tool_call_units for message in messages),
-        ),
+        .values(message_count=message_count, tool_call_count=tool_call_count),
     )
 
 
 def clear(db: Bind, session_id: str) -> None:
-    """Delete a session's messages and zero its message and tool-call counters."""
+    """Delete every message of a session (archived and rewound ones too, as upstream
+    Hermes does) and zero its message and tool-call counters."""
     run(db, delete(Message).where(Message.session_id == session_id))
     run(db, update(Session).where(Session.id == session_id).values(message_count=0, tool_call_count=0))
 
@@ -177,24 +209,30 @@ _MESSAGE_SELECT = ", ".join(column.name for column in Message.__table__.columns)
 _CONVERSATION_SELECT = ", ".join(column.name for column in CONVERSATION_COLUMNS)
 
 
-def rows_for(db: Bind, session_id: str) -> list[dict[str, Any]]:
-    """All 15 columns of a session's messages as dicts, in insertion order."""
+def _live_only(include_inactive: bool) -> str:
+    return "" if include_inactive else " AND active = 1"
+
+
+def rows_for(db: Bind, session_id: str, include_inactive: bool = False) -> list[dict[str, Any]]:
+    """All 19 columns of a session's live messages (every message with
+    ``include_inactive``) as dicts, in insertion order."""
     return fetch_dicts(
         db,
-        f"SELECT {_MESSAGE_SELECT} FROM messages WHERE session_id = :session_id ORDER BY id",
+        f"SELECT {_MESSAGE_SELECT} FROM messages WHERE session_id = :session_id"
+        f"{_live_only(include_inactive)} ORDER BY id",
         {"session_id": session_id},
         content_keys=("content",),
     )
 
 
 def rows_by_session(db: Bind, source: str | None = None) -> dict[str, list[dict[str, Any]]]:
-    """Every message (of sessions of ``source``, if given) grouped by session, in insertion
-    order: one query for a whole export instead of one per session."""
-    where = "WHERE session_id IN (SELECT id FROM sessions WHERE source = :source)" if source else ""
+    """The live messages of every session (of ``source``, if given) grouped by session, in
+    insertion order: one query for a whole export instead of one per session."""
+    where = "AND session_id IN (SELECT id FROM sessions WHERE source = :source)" if source else ""
     grouped: dict[str, list[dict[str, Any]]] = {}
     for row in fetch_dicts(
         db,
-        f"SELECT {_MESSAGE_SELECT} FROM messages {where} ORDER BY id",
+        f"SELECT {_MESSAGE_SELECT} FROM messages WHERE active = 1 {where} ORDER BY id",
         {"source": source} if source else {},
         content_keys=("content",),
     ):
@@ -202,13 +240,16 @@ def rows_by_session(db: Bind, source: str | None = None) -> dict[str, list[dict[
     return grouped
 
 
-def conversation_rows(db: Bind, session_ids: Sequence[str]) -> list[dict[str, Any]]:
-    """The replay columns of the messages of ``session_ids`` as dicts, in insertion order."""
+def conversation_rows(
+    db: Bind, session_ids: Sequence[str], include_inactive: bool = False
+) -> list[dict[str, Any]]:
+    """The replay columns of the live messages (all, with ``include_inactive``) of
+    ``session_ids`` as dicts, in insertion order."""
     backend = backend_for(db)
     return fetch_dicts(
         db,
         f"SELECT {_CONVERSATION_SELECT} FROM messages "
-        f"WHERE {backend.in_list('session_id', 'session_ids')} ORDER BY id",
+        f"WHERE {backend.in_list('session_id', 'session_ids')}{_live_only(include_inactive)} ORDER BY id",
         {"session_ids": backend.list_value(session_ids)},
         content_keys=("content",),
     )
