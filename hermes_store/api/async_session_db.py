@@ -168,6 +168,9 @@ class AsyncSessionDB:
         reasoning_details: Any = None,
         codex_reasoning_items: Any = None,
         codex_message_items: Any = None,
+        platform_message_id: str | None = None,
+        observed: bool = False,
+        timestamp: Any = None,
     ) -> int:
         """Awaitable :meth:`SessionDB.append_message`; on SQLite the appends of concurrent
         tasks share one transaction (docs/async.md)."""
@@ -186,6 +189,9 @@ class AsyncSessionDB:
             reasoning_details,
             codex_reasoning_items,
             codex_message_items,
+            platform_message_id,
+            observed,
+            timestamp,
         )
         return await self._write_planned(plan)  # type: ignore[no-any-return]
 
@@ -246,15 +252,17 @@ class AsyncSessionDB:
         """Awaitable :meth:`SessionDB.get_descendants`."""
         return await self._read_call(SessionDB.get_descendants, session_id)
 
-    async def get_messages(self, session_id: str) -> list[dict[str, Any]]:
+    async def get_messages(self, session_id: str, include_inactive: bool = False) -> list[dict[str, Any]]:
         """Awaitable :meth:`SessionDB.get_messages`."""
-        return await self._read_call(SessionDB.get_messages, session_id)
+        return await self._read_call(SessionDB.get_messages, session_id, include_inactive)
 
     async def get_messages_as_conversation(
-        self, session_id: str, include_ancestors: bool = False
+        self, session_id: str, include_ancestors: bool = False, include_inactive: bool = False
     ) -> list[dict[str, Any]]:
         """Awaitable :meth:`SessionDB.get_messages_as_conversation`."""
-        return await self._read_call(SessionDB.get_messages_as_conversation, session_id, include_ancestors)
+        return await self._read_call(
+            SessionDB.get_messages_as_conversation, session_id, include_ancestors, include_inactive
+        )
 
     async def get_meta(self, key: str) -> str | None:
         """Awaitable :meth:`SessionDB.get_meta`."""
@@ -331,9 +339,11 @@ class AsyncSessionDB:
         """Awaitable :meth:`SessionDB.reopen_session`."""
         return await self._call(SessionDB.reopen_session, session_id)
 
-    async def replace_messages(self, session_id: str, messages_: Sequence[dict[str, Any]]) -> None:
+    async def replace_messages(
+        self, session_id: str, messages_: Sequence[dict[str, Any]], active_only: bool = False
+    ) -> None:
         """Awaitable :meth:`SessionDB.replace_messages`."""
-        return await self._call(SessionDB.replace_messages, session_id, messages_)
+        return await self._call(SessionDB.replace_messages, session_id, messages_, active_only)
 
     async def resolve_resume_session_id(self, session_id: str) -> str:
         """Awaitable :meth:`SessionDB.resolve_resume_session_id`."""

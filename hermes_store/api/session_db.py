@@ -23,6 +23,9 @@ from sqlalchemy.engine import URL, Connection, Engine
 from hermes_store.admin import maintenance
 from hermes_store.admin.transcripts import remove_transcripts
 from hermes_store.api.features.base import FacadeBase
+from hermes_store.api.features.compaction import CompactionMethods
+from hermes_store.api.features.message_views import MessageViewMethods
+from hermes_store.api.features.rewind import RewindMethods
 from hermes_store.db.engine import adopt_engine, create_engine, parse_url, resolve_url, sqlite_path
 from hermes_store.db.execution import Bind
 from hermes_store.db.memory import is_shared_memory, names_memory, shared_memory_url
@@ -91,6 +94,9 @@ def _forget_raw_connection(db: SessionDB) -> list[object]:
 
 class SessionDB(
     # Feature mixins (hermes_store.api.features), one per line.
+    CompactionMethods,
+    RewindMethods,
+    MessageViewMethods,
     FacadeBase,
 ):
     """Hermes' session store: sessions, messages, titles, lineage, search, export, pruning.
@@ -445,12 +451,19 @@ class SessionDB(
         reasoning_details: Any = None,
         codex_reasoning_items: Any = None,
         codex_message_items: Any = None,
+        platform_message_id: str | None = None,
+        observed: bool = False,
+        timestamp: Any = None,
     ) -> int:
         """Store one message and bump the session's counters; returns the message id.
 
         ``tool_calls`` adds its length (a list) or 1 (any other value) to
-        ``tool_call_count``. An unknown session raises ``sqlite3.IntegrityError``; a
-        wrongly typed argument raises ``TypeError`` before anything is written.
+        ``tool_call_count``. ``platform_message_id`` is the chat platform's own id for the
+        message (a number is stored as its text); ``observed`` marks a group message the
+        agent saw without being addressed. ``timestamp`` (a ``datetime`` or epoch
+        seconds) replaces the current time; a value that is no time is ignored. An
+        unknown session raises ``sqlite3.IntegrityError``; a wrongly typed argument
+        raises ``TypeError`` before anything is written.
         """
         plan = self._append_plan(
             session_id,
@@ -466,6 +479,9 @@ class SessionDB(
             reasoning_details,
             codex_reasoning_items,
             codex_message_items,
+            platform_message_id,
+            observed,
+            timestamp,
         )
         return self._write(*plan)  # type: ignore[no-any-return]
 
@@ -514,10 +530,14 @@ class SessionDB(
         reasoning_details: Any = None,
         codex_reasoning_items: Any = None,
         codex_message_items: Any = None,
+        platform_message_id: Any = None,
+        observed: object = False,
+        timestamp: Any = None,
     ) -> messages.NewMessage:
         """``append_message``'s arguments checked and encoded (``TypeError`` if mistyped)."""
         # Per append, so one expression for the common case (role a str, each other text
-        # field None or a str); the checks that name the culprit run only when it fails.
+        # field None or a str); the checks that name the culprit (or turn a numeric
+        # platform id into text) run only when it fails.
         if not (
             isinstance(role, str)
             and (tool_name is None or isinstance(tool_name, str))
@@ -525,6 +545,7 @@ class SessionDB(
             and (finish_reason is None or isinstance(finish_reason, str))
             and (reasoning is None or isinstance(reasoning, str))
             and (reasoning_content is None or isinstance(reasoning_content, str))
+            and (platform_message_id is None or isinstance(platform_message_id, str))
         ):
             require_str("role", role)
             optional_str("tool_name", tool_name)
@@ -532,6 +553,9 @@ class SessionDB(
             optional_str("finish_reason", finish_reason)
             optional_str("reasoning", reasoning)
             optional_str("reasoning_content", reasoning_content)
+            platform_message_id = codec.platform_message_text("platform_message_id", platform_message_id)
+        if timestamp is not None:
+            timestamp = codec.explicit_timestamp(timestamp)
         if token_count is not None:
             optional_int("token_count", token_count)
         return conversation.new_message(
@@ -548,37 +572,67 @@ class SessionDB(
             reasoning_details=reasoning_details,
             codex_reasoning_items=codex_reasoning_items,
             codex_message_items=codex_message_items,
+            platform_message_id=platform_message_id,
+            observed=observed,
+            timestamp=timestamp,
         )
 
-    def replace_messages(self, session_id: str, messages_: Sequence[dict[str, Any]]) -> None:
-        """Atomically replace a session's transcript with ``messages_`` (OpenAI-style dicts)."""
-        require_str("session_id", session_id)
+    def _prepared_messages(self, messages_: Sequence[dict[str, Any]]) -> list[messages.NewMessage]:
+        """OpenAI-style message dicts as rows to store; ``TypeError`` for an entry that is
+        not a dict, before anything is written."""
         for entry in messages_:
             if not isinstance(entry, dict):
                 raise TypeError(f"each message must be a dict, not {type(entry).__name__}")
-        prepared = [conversation.message_from_dict(entry, self._encode_content) for entry in messages_]
-        self._write(lambda db: messages.replace_all(db, session_id, prepared), "replacing messages")
+        return [conversation.message_from_dict(entry, self._encode_content) for entry in messages_]
 
-    def get_messages(self, session_id: str) -> list[dict[str, Any]]:
-        """Every message of a session with all 15 columns, in insertion order.
+    def replace_messages(
+        self, session_id: str, messages_: Sequence[dict[str, Any]], active_only: bool = False
+    ) -> None:
+        """Atomically replace a session's transcript with ``messages_`` (OpenAI-style dicts).
+
+        By default every stored row of the session goes, archived and rewound history
+        included; ``active_only=True`` replaces only the live rows and keeps that history.
+        A dict's ``timestamp`` is kept, the others get increasing times from now. The
+        session's counters become those of ``messages_``.
+        """
+        require_str("session_id", session_id)
+        prepared = self._prepared_messages(messages_)
+        self._write(
+            lambda db: messages.replace_all(db, session_id, prepared, active_only=bool(active_only)),
+            "replacing messages",
+        )
+
+    def get_messages(self, session_id: str, include_inactive: bool = False) -> list[dict[str, Any]]:
+        """A session's live messages (every message with ``include_inactive``: rewound
+        and archived ones too) with all 19 columns, in insertion order.
 
         ``content`` and ``tool_calls`` are decoded; the other JSON columns stay strings.
         """
-        return conversation.decoded(self._query(lambda db: messages.rows_for(db, session_id)))
+        return conversation.decoded(
+            self._query(lambda db: messages.rows_for(db, session_id, bool(include_inactive)))
+        )
 
     def get_messages_as_conversation(
-        self, session_id: str, include_ancestors: bool = False
+        self, session_id: str, include_ancestors: bool = False, include_inactive: bool = False
     ) -> list[dict[str, Any]]:
-        """The session as OpenAI-format messages for replay, in insertion order.
+        """The session's live messages (all, with ``include_inactive``) as OpenAI-format
+        messages for replay, in insertion order.
 
-        User/assistant text has recalled-memory blocks removed and is trimmed. With
-        ``include_ancestors`` the whole parent chain is replayed, root first, without the
-        user prompts that were re-sent on resume.
+        User/assistant text has recalled-memory blocks removed and is trimmed. Each
+        message carries its ``timestamp``, and ``message_id`` (the platform's id) and
+        ``observed: True`` when set. Background-review prompts that older upstream builds
+        stored in the session are left out, with the assistant reply right after each.
+        With ``include_ancestors`` the whole parent chain is replayed, root first, without
+        the user prompts that were re-sent on resume.
         """
-        return self._query(lambda db: conversation.replay(db, session_id, include_ancestors), snapshot=True)
+        return self._query(
+            lambda db: conversation.replay(db, session_id, include_ancestors, bool(include_inactive)),
+            snapshot=True,
+        )
 
     def clear_messages(self, session_id: str) -> None:
-        """Delete a session's messages and zero its message counters (the session stays)."""
+        """Delete all of a session's messages (archived and rewound ones too) and zero its
+        message counters (the session stays)."""
         self._write(lambda db: messages.clear(db, session_id), "clearing messages")
 
     # --- listing, counting, export ---------------------------------------------------
@@ -625,18 +679,18 @@ class SessionDB(
         return self._query(lambda db: sessions.count(db, source))
 
     def message_count(self, session_id: str | None = None) -> int:
-        """Number of messages (of one session when given)."""
+        """Number of stored messages (of one session when given), inactive ones included."""
         return self._query(lambda db: messages.count(db, session_id))
 
     def export_session(self, session_id: str) -> dict[str, Any] | None:
-        """A session's row plus ``"messages"`` (as :meth:`get_messages`), or ``None``.
+        """A session's row plus ``"messages"`` (its live ones, as :meth:`get_messages`), or ``None``.
 
         Row and messages come from one read transaction, so they always agree.
         """
         return self._query(lambda db: conversation.exported_session(db, session_id), snapshot=True)
 
     def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
-        """Every session (most recently active first) with its ``"messages"``, one snapshot."""
+        """Every session (most recently active first) with its live ``"messages"``, one snapshot."""
         return self._query(lambda db: conversation.exported_all(db, source), snapshot=True)
 
     def delete_session(self, session_id: str, sessions_dir: str | os.PathLike[str] | None = None) -> bool:
@@ -671,12 +725,19 @@ class SessionDB(
         role_filter: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
+        sort: str | None = None,
+        include_inactive: bool = False,
     ) -> list[dict[str, Any]]:
         """Full-text search over messages (content, tool name, tool-call JSON).
 
         Words go to the word index, CJK to the trigram index or a literal substring scan.
         Each hit has ``id, session_id, role, snippet, timestamp, tool_name, source, model,
         session_started, context``. Never raises on query syntax.
+
+        ``sort="newest"``/``"oldest"`` (any case, surrounding spaces ignored) orders the
+        hits by message time, relevance breaking ties; any other value keeps relevance
+        order. Messages taken back by a rewind are not hits unless ``include_inactive``;
+        messages archived by compaction are.
         """
         if not query:
             return []
