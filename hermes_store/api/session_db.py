@@ -725,19 +725,12 @@ class SessionDB(
         role_filter: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
-        sort: str | None = None,
-        include_inactive: bool = False,
     ) -> list[dict[str, Any]]:
         """Full-text search over messages (content, tool name, tool-call JSON).
 
         Words go to the word index, CJK to the trigram index or a literal substring scan.
         Each hit has ``id, session_id, role, snippet, timestamp, tool_name, source, model,
         session_started, context``. Never raises on query syntax.
-
-        ``sort="newest"``/``"oldest"`` (any case, surrounding spaces ignored) orders the
-        hits by message time, relevance breaking ties; any other value keeps relevance
-        order. Messages taken back by a rewind are not hits unless ``include_inactive``;
-        messages archived by compaction are.
         """
         if not query:
             return []
