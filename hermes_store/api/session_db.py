@@ -24,8 +24,12 @@ from hermes_store.admin import maintenance
 from hermes_store.admin.transcripts import remove_transcripts
 from hermes_store.api.features.base import FacadeBase
 from hermes_store.api.features.compaction import CompactionMethods
+from hermes_store.api.features.compression_locks import CompressionLockMethods
+from hermes_store.api.features.gateway_peers import GatewayPeerMethods
+from hermes_store.api.features.handoff import HandoffMethods
 from hermes_store.api.features.message_views import MessageViewMethods
 from hermes_store.api.features.rewind import RewindMethods
+from hermes_store.api.features.telegram_topics import TelegramTopicMethods
 from hermes_store.db.engine import adopt_engine, create_engine, parse_url, resolve_url, sqlite_path
 from hermes_store.db.execution import Bind
 from hermes_store.db.memory import is_shared_memory, names_memory, shared_memory_url
@@ -97,6 +101,10 @@ class SessionDB(
     CompactionMethods,
     RewindMethods,
     MessageViewMethods,
+    CompressionLockMethods,
+    GatewayPeerMethods,
+    HandoffMethods,
+    TelegramTopicMethods,
     FacadeBase,
 ):
     """Hermes' session store: sessions, messages, titles, lineage, search, export, pruning.

@@ -1,0 +1,186 @@
+"""Telegram DM topic mode: which private chats run one session per forum topic, and
+which topic is bound to which session.
+
+``telegram_dm_topic_mode`` holds one row per chat (on or off, and what the chat was
+found able to do); ``telegram_dm_topic_bindings`` one row per (chat, topic thread), each
+bound to one session, and a session to at most one topic (a unique index). Deleting a
+session deletes its binding (``ON DELETE CASCADE``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, exists, select, update
+from sqlalchemy.exc import IntegrityError
+
+from hermes_store.db.backends import backend_for
+from hermes_store.db.execution import Bind, fetch_dicts, run
+from hermes_store.db.server_errors import violated_unique_index
+from hermes_store.repository import meta
+from hermes_store.repository.listing import _LAST_ACTIVE, _S_COLUMNS, _preview_sql, finish_preview
+from hermes_store.schema.models import TelegramTopicBinding, TelegramTopicMode
+
+SCHEMA_VERSION_KEY = "telegram_dm_topic_schema_version"
+SCHEMA_VERSION = "2"
+"""The topic tables' layout version recorded in ``state_meta`` (2: bindings cascade)."""
+SESSION_INDEX = "idx_telegram_dm_topic_bindings_session"
+ALREADY_LINKED = "session is already linked to another Telegram topic"
+
+_BINDING_COLUMNS = tuple(TelegramTopicBinding.__table__.columns)
+
+
+def record_schema_version(db: Bind) -> None:
+    """Note in ``state_meta`` that the topic tables have their current layout."""
+    meta.put(db, SCHEMA_VERSION_KEY, SCHEMA_VERSION)
+
+
+def enable(db: Bind, chat_id: str, user_id: str, capabilities: dict[str, int | None], now: float) -> None:
+    """Turn topic mode on for the chat, owned by ``user_id``.
+
+    ``capabilities`` holds ``has_topics_enabled`` and ``allows_users_to_create_topics``
+    (1, 0 or ``None``), overwritten each time as the latest check of the chat;
+    ``activated_at`` keeps the first time the chat was turned on.
+    """
+    statement = (
+        backend_for(db)
+        .insert(TelegramTopicMode)
+        .values(
+            chat_id=chat_id,
+            user_id=user_id,
+            enabled=1,
+            activated_at=now,
+            updated_at=now,
+            capability_checked_at=now,
+            **capabilities,
+        )
+    )
+    replaced = ("user_id", "updated_at", "capability_checked_at", *capabilities)
+    run(
+        db,
+        statement.on_conflict_do_update(
+            index_elements=["chat_id"],
+            set_={"enabled": 1, **{name: statement.excluded[name] for name in replaced}},
+        ),
+    )
+
+
+def disable(db: Bind, chat_id: str, clear_bindings: bool, now: float) -> None:
+    """Turn topic mode off for the chat, and unless told otherwise forget its bindings."""
+    _switch_off(db, chat_id, now)
+    if clear_bindings:
+        run(db, delete(TelegramTopicBinding).where(TelegramTopicBinding.chat_id == chat_id))
+
+
+def _switch_off(db: Bind, chat_id: str, now: float) -> None:
+    run(
+        db,
+        update(TelegramTopicMode)
+        .where(TelegramTopicMode.chat_id == chat_id)
+        .values(enabled=0, updated_at=now),
+    )
+
+
+def is_enabled(db: Bind, chat_id: str, user_id: str) -> bool:
+    """Whether the chat has topic mode on for exactly this user."""
+    statement = select(TelegramTopicMode.enabled).where(
+        TelegramTopicMode.chat_id == chat_id, TelegramTopicMode.user_id == user_id
+    )
+    return bool(run(db, statement).scalar())
+
+
+def _bindings(db: Bind, *conditions: Any, newest_first: bool = False) -> list[dict[str, Any]]:
+    statement = select(*_BINDING_COLUMNS).where(*conditions)
+    if newest_first:
+        statement = statement.order_by(TelegramTopicBinding.updated_at.desc(), TelegramTopicBinding.thread_id)
+    return [dict(row) for row in run(db, statement).mappings()]
+
+
+def binding(db: Bind, chat_id: str, thread_id: str) -> dict[str, Any] | None:
+    """The binding of one topic thread, or ``None``."""
+    rows = _bindings(db, TelegramTopicBinding.chat_id == chat_id, TelegramTopicBinding.thread_id == thread_id)
+    return rows[0] if rows else None
+
+
+def binding_of_session(db: Bind, session_id: str) -> dict[str, Any] | None:
+    """The binding of the session's topic, or ``None``."""
+    rows = _bindings(db, TelegramTopicBinding.session_id == session_id)
+    return rows[0] if rows else None
+
+
+def bindings_of_chat(db: Bind, chat_id: str) -> list[dict[str, Any]]:
+    """The chat's bindings, the most recently updated first."""
+    return _bindings(db, TelegramTopicBinding.chat_id == chat_id, newest_first=True)
+
+
+def is_linked(db: Bind, session_id: str) -> bool:
+    """Whether the session is bound to some topic."""
+    statement = select(exists().where(TelegramTopicBinding.session_id == session_id))
+    return bool(run(db, statement).scalar())
+
+
+def bind(db: Bind, binding_values: dict[str, str], now: float) -> None:
+    """Bind the topic ``(chat_id, thread_id)`` of ``binding_values`` to its ``session_id``.
+
+    ``binding_values`` holds ``chat_id``, ``thread_id``, ``user_id``, ``session_key``,
+    ``session_id`` and ``managed_mode``. A topic already bound gets the new values
+    (``linked_at`` stays); a session bound to another topic raises ``ValueError``; a
+    session that does not exist fails the foreign key (``IntegrityError``).
+    """
+    chat_id, thread_id = binding_values["chat_id"], binding_values["thread_id"]
+    current = binding_of_session(db, binding_values["session_id"])
+    if current is not None and (current["chat_id"], current["thread_id"]) != (chat_id, thread_id):
+        raise ValueError(ALREADY_LINKED)
+    statement = (
+        backend_for(db).insert(TelegramTopicBinding).values(**binding_values, linked_at=now, updated_at=now)
+    )
+    replaced = ("user_id", "session_key", "session_id", "managed_mode", "updated_at")
+    upsert = statement.on_conflict_do_update(
+        index_elements=["chat_id", "thread_id"],
+        set_={name: statement.excluded[name] for name in replaced},
+    )
+    try:
+        run(db, upsert)
+    except IntegrityError as exc:
+        # On PostgreSQL another transaction may bind the same session to another topic
+        # between the check above and this insert (SQLite's writers run one at a time);
+        # the unique index then refuses the later one, which says so as SQLite would.
+        if violated_unique_index(exc) == SESSION_INDEX:
+            raise ValueError(ALREADY_LINKED) from exc
+        raise
+
+
+def delete_binding(db: Bind, chat_id: str, thread_id: str, now: float) -> int:
+    """Delete one topic's binding; returns how many rows went (0 or 1). When it was the
+    chat's last binding, topic mode is switched off for the chat as well."""
+    result = run(
+        db,
+        delete(TelegramTopicBinding).where(
+            TelegramTopicBinding.chat_id == chat_id, TelegramTopicBinding.thread_id == thread_id
+        ),
+    )
+    deleted = int(result.rowcount)
+    if deleted and not bindings_of_chat(db, chat_id):
+        _switch_off(db, chat_id, now)
+    return deleted
+
+
+def unlinked_sessions(db: Bind, user_id: str, limit: int) -> list[dict[str, Any]]:
+    """The user's Telegram sessions bound to no topic, most recently active first, each
+    with ``last_active`` and ``preview`` computed as the session listing does."""
+    preview, preview_params = _preview_sql(db)
+    sql = f"""
+    SELECT {_S_COLUMNS}, {_LAST_ACTIVE} AS last_active, {preview} AS preview
+    FROM sessions s
+    WHERE s.source = 'telegram'
+      AND s.user_id = :user_id
+      AND NOT EXISTS (SELECT 1 FROM telegram_dm_topic_bindings b WHERE b.session_id = s.id)
+    ORDER BY last_active DESC, s.started_at DESC, s.id DESC
+    LIMIT :limit
+    """
+    rows = fetch_dicts(
+        db, sql, {**preview_params, "user_id": user_id, "limit": limit}, content_keys=("preview",)
+    )
+    for row in rows:
+        row["preview"] = finish_preview(row["preview"])
+    return rows
