@@ -27,9 +27,12 @@ from hermes_store.api.features.compaction import CompactionMethods
 from hermes_store.api.features.compression_locks import CompressionLockMethods
 from hermes_store.api.features.gateway_peers import GatewayPeerMethods
 from hermes_store.api.features.handoff import HandoffMethods
+from hermes_store.api.features.hygiene import HygieneMethods
 from hermes_store.api.features.message_views import MessageViewMethods
 from hermes_store.api.features.rewind import RewindMethods
+from hermes_store.api.features.session_meta import SessionMetaMethods
 from hermes_store.api.features.telegram_topics import TelegramTopicMethods
+from hermes_store.api.features.workspace import WorkspaceMethods
 from hermes_store.db.engine import adopt_engine, create_engine, parse_url, resolve_url, sqlite_path
 from hermes_store.db.execution import Bind
 from hermes_store.db.memory import is_shared_memory, names_memory, shared_memory_url
@@ -98,6 +101,9 @@ def _forget_raw_connection(db: SessionDB) -> list[object]:
 
 class SessionDB(
     # Feature mixins (hermes_store.api.features), one per line.
+    HygieneMethods,
+    WorkspaceMethods,
+    SessionMetaMethods,
     CompactionMethods,
     RewindMethods,
     MessageViewMethods,
@@ -370,8 +376,9 @@ class SessionDB(
         Returns how many were deleted.
         """
         cutoff = time.time() - 86400
-        deleted = self._write(lambda db: sessions.delete_ghosts(db, cutoff), "pruning ghost sessions")
-        remove_transcripts(sessions_dir, deleted)
+        deleted = self._sweep_in_batches(
+            lambda db: sessions.delete_ghosts(db, cutoff), "pruning ghost sessions", sessions_dir
+        )
         return len(deleted)
 
     # --- lookup ----------------------------------------------------------------------
@@ -702,11 +709,17 @@ class SessionDB(
         return self._query(lambda db: conversation.exported_all(db, source), snapshot=True)
 
     def delete_session(self, session_id: str, sessions_dir: str | os.PathLike[str] | None = None) -> bool:
-        """Delete a session and its messages, detaching its children; ``False`` if missing."""
-        deleted = self._write(lambda db: sessions.delete_one(db, session_id), "deleting a session")
-        if deleted:
-            remove_transcripts(sessions_dir, [session_id])
-        return deleted
+        """Delete a session and its messages; ``False`` if there is no such session.
+
+        Its delegate sub-agents (sessions tagged ``_delegate_from`` with its id, or its
+        children carrying any such tag, and theirs in turn) are deleted with it, in the
+        same transaction; its other children (branches, compression continuations) are
+        detached and kept. With ``sessions_dir``, the transcript files of every deleted
+        session are removed too.
+        """
+        removed = self._write(lambda db: sessions.delete_one(db, session_id), "deleting a session")
+        remove_transcripts(sessions_dir, removed)
+        return bool(removed)
 
     def prune_sessions(
         self,
@@ -716,11 +729,14 @@ class SessionDB(
     ) -> int:
         """Delete ended sessions started more than ``older_than_days`` ago; returns how many.
 
-        Live sessions are never pruned; children of pruned sessions are detached.
+        Live sessions are never pruned; archived ones are. Children of pruned sessions,
+        delegate sub-agents included, are detached. Runs in batches, each its own
+        transaction (see :class:`~hermes_store.api.features.hygiene.HygieneMethods`).
         """
         cutoff = time.time() - older_than_days * 86400
-        pruned = self._write(lambda db: sessions.prune(db, cutoff, source), "pruning sessions")
-        remove_transcripts(sessions_dir, pruned)
+        pruned = self._sweep_in_batches(
+            lambda db: sessions.prune_batch(db, cutoff, source), "pruning sessions", sessions_dir
+        )
         return len(pruned)
 
     # --- search ----------------------------------------------------------------------

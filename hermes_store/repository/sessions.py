@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from hermes_store.db.backends import backend_for
 from hermes_store.db.execution import Bind, connection_of, fetch_dicts, run, scalar_text
 from hermes_store.db.server_errors import violated_unique_index
 from hermes_store.domain.titles import escape_like, split_title_number
+from hermes_store.repository.delegates import delegate_children
 from hermes_store.schema.models import TITLE_INDEX, Message, Session
 
 SESSION_COLUMNS = tuple(Session.__table__.columns)
@@ -279,53 +280,74 @@ def resolve_id_prefix(db: Bind, prefix: str) -> str | None:
 
 # --- deletion -----------------------------------------------------------------------
 
+DELETE_BATCH = 500
+"""Sessions deleted per statement, and per transaction where a sweep runs in batches:
+bounded, so that no statement meets a driver's parameter limit and no sweep holds the
+write lock for long."""
+
 
 def delete_sessions(db: Bind, ids: Sequence[str]) -> None:
     """Delete sessions and their messages, detaching their children first.
 
-    Children (compression continuations, branches, delegates) are kept with
+    Children (compression continuations, branches, untagged sub-agents) are kept with
     ``parent_session_id = NULL``; grandchildren keep their link to the child.
     """
-    if not ids:
-        return
-    for chunk_start in range(0, len(ids), 500):
-        chunk = list(ids[chunk_start : chunk_start + 500])
+    for chunk_start in range(0, len(ids), DELETE_BATCH):
+        chunk = list(ids[chunk_start : chunk_start + DELETE_BATCH])
         run(db, update(Session).where(Session.parent_session_id.in_(chunk)).values(parent_session_id=None))
         run(db, delete(Message).where(Message.session_id.in_(chunk)))
         run(db, delete(Session).where(Session.id.in_(chunk)))
 
 
-def delete_one(db: Bind, session_id: str) -> bool:
-    """Delete one session (see :func:`delete_sessions`); ``False`` if there is none."""
+def delete_with_delegates(db: Bind, ids: Sequence[str], keep: Collection[str] = ()) -> list[str]:
+    """Delete stored sessions ``ids`` and their delegate sub-agents (:mod:`.delegates`);
+    other children are detached. Returns the delegates' ids (``keep``: ids the caller
+    deletes in another batch, never taken as delegates here)."""
+    delegates = delegate_children(db, ids, keep)
+    delete_sessions(db, delegates)
+    delete_sessions(db, ids)
+    return delegates
+
+
+def delete_one(db: Bind, session_id: str) -> list[str]:
+    """Delete one session with its delegate sub-agents, detaching its other children.
+
+    Returns the ids deleted, the session's first; empty if there is no such session.
+    """
     if not exists_id(db, session_id):
-        return False
-    delete_sessions(db, [session_id])
-    return True
+        return []
+    return [session_id, *delete_with_delegates(db, [session_id])]
 
 
-def prune(db: Bind, cutoff: float, source: str | None) -> list[str]:
-    """Delete the ended sessions started before ``cutoff`` (of ``source``); their ids."""
-    ids = prunable_ids(db, cutoff, source)
+def prune_batch(db: Bind, cutoff: float, source: str | None) -> list[str]:
+    """Delete up to :data:`DELETE_BATCH` ended sessions started before ``cutoff`` (of
+    ``source``), detaching their children; returns their ids.
+
+    Delegates are not cascaded: a pruned session's sub-agents are ended sessions of
+    their own and go by their own start time.
+    """
+    ids = prunable_ids(db, cutoff, source, limit=DELETE_BATCH)
     delete_sessions(db, ids)
     return ids
 
 
 def delete_ghosts(db: Bind, cutoff: float) -> list[str]:
-    """Delete the ghost sessions (:func:`ghost_ids`) started before ``cutoff``; their ids."""
-    ids = ghost_ids(db, cutoff)
+    """Delete up to :data:`DELETE_BATCH` ghost sessions (:func:`ghost_ids`) started
+    before ``cutoff``, detaching their children; their ids."""
+    ids = ghost_ids(db, cutoff, limit=DELETE_BATCH)
     delete_sessions(db, ids)
     return ids
 
 
-def prunable_ids(db: Bind, cutoff: float, source: str | None) -> list[str]:
-    """Ended sessions started before ``cutoff`` (optionally of one source)."""
+def prunable_ids(db: Bind, cutoff: float, source: str | None, limit: int | None = None) -> list[str]:
+    """Ended sessions started before ``cutoff`` (optionally of one source), oldest first."""
     query = select(Session.id).where(Session.started_at < cutoff, Session.ended_at.is_not(None))
     if source:
         query = query.where(Session.source == source)
-    return list(run(db, query).scalars())
+    return list(run(db, query.order_by(Session.started_at, Session.id).limit(limit)).scalars())
 
 
-def ghost_ids(db: Bind, cutoff: float) -> list[str]:
+def ghost_ids(db: Bind, cutoff: float, limit: int | None = None) -> list[str]:
     """Untitled, ended, message-less ``tui`` sessions started before ``cutoff``."""
     has_messages = exists().where(Message.session_id == Session.id)
     query = select(Session.id).where(
@@ -335,7 +357,7 @@ def ghost_ids(db: Bind, cutoff: float) -> list[str]:
         Session.started_at < cutoff,
         ~has_messages,
     )
-    return list(run(db, query).scalars())
+    return list(run(db, query.order_by(Session.id).limit(limit)).scalars())
 
 
 def count(db: Bind, source: str | None = None) -> int:
