@@ -81,6 +81,9 @@ EXPRESSION_INDEXES = frozenset(
         "idx_messages_search_vector_bucket",
         "idx_messages_cjk_grams_bucket",
         "idx_messages_word_pairs_bucket",
+        # Revision 0019: upstream's gateway indexes, newest session first.
+        "idx_sessions_session_key",
+        "idx_sessions_gateway_peer",
     }
 )
 # Columns only one backend has (on PostgreSQL: revision 0012's stored tsvector, 0015's
@@ -117,8 +120,8 @@ def scripts() -> History:
 def mirror_schema_version(ctx: Any, step: Any, heads: set[str], run_args: Any) -> None:
     """Keep upstream's ``schema_version`` equal to what the revision just reached leaves.
 
-    0001–0011 are upstream versions 1–11; a later revision keeps 11 (upstream v11 must
-    still read the file) unless its script declares ``schema_version = N``; see
+    0001–0011 are upstream versions 1–11; a later revision keeps the version before it
+    unless its script declares ``schema_version = N`` (0019: 17); see
     :mod:`hermes_store.schema.revisions`.
     """
     if not heads:
@@ -126,6 +129,12 @@ def mirror_schema_version(ctx: Any, step: Any, heads: set[str], run_args: Any) -
     version = scripts().schema_version_of(next(iter(heads)))
     if version is None:
         return
+    if step.is_upgrade and ctx.connection is not None and not ctx.as_sql:
+        # An upgrade never writes a lower version than the file holds: an adopted upstream
+        # file at 14 stays 14 through 0012-0018 (upstream would redo its data fixes on a
+        # lower number), and revision 0019 reads it to know which fixes are still due.
+        held = ctx.connection.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar()
+        version = max(version, int(held or 0))
     ctx.impl.execute(sa.text("DELETE FROM schema_version"))
     ctx.impl.execute(sa.text(f"INSERT INTO schema_version (version) VALUES ({int(version)})"))
 

@@ -484,3 +484,60 @@ def squawk_ignore(rules: str, reason: str) -> None:
     pass in this script, with the ``reason`` beside it; online, nothing."""
     if is_offline() and dialect_name() == "postgresql":
         op.get_context().impl.static_output(f"-- squawk-ignore-file {rules} -- {reason}")
+
+
+def update_by_key_ranges(step: str, table: str, key: str, update: str) -> None:
+    """Run ``update`` over ``table`` in ranges of :func:`batch_rows` rows of its text key.
+
+    For a one-off data fix on a table whose key is not a number (``sessions.id``), where
+    :func:`backfill`'s id arithmetic does not apply. ``update`` is an ``UPDATE`` whose
+    ``WHERE`` holds ``{range}``, the condition naming the current range of ``key``; it must
+    leave a fixed row outside its own condition, so that a run killed after any batch is
+    completed by the next, which walks the key again. Each range is one statement in its
+    own transaction (inside :func:`outside_transaction`). Offline it is a ``DO`` block
+    that commits after every range.
+    """
+    per_batch = batch_rows()
+    window = f"(SELECT {key} FROM {table} WHERE {{after}} ORDER BY {key} LIMIT {per_batch})"
+    if is_offline():
+        statement = update.format(
+            range=f"(previous_key IS NULL OR {key} > previous_key) AND {key} <= range_end"
+        )
+        block = f"""DO $$
+DECLARE
+    previous_key text;
+    range_end text;
+BEGIN
+    LOOP
+        SELECT max({key}) INTO range_end
+            FROM {window.format(after=f"(previous_key IS NULL OR {key} > previous_key)")} AS batch;
+        EXIT WHEN range_end IS NULL;
+        {statement};
+        COMMIT;
+        previous_key := range_end;
+    END LOOP;
+END
+$$"""
+        with lifted_timeouts():
+            op.execute(sa.text(block))
+        return
+    bind = op.get_bind()
+    report = progress_fn()
+    total = int(bind.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar() or 0)
+    # NULL before the first range: every key, the empty string included, comes after it.
+    past = f"(CAST(:after AS text) IS NULL OR {key} > CAST(:after AS text))"
+    ranged = sa.text(update.format(range=f"{past} AND {key} <= :last"))
+    after: str | None = None
+    done = 0
+    while True:
+        bounds = bind.execute(
+            sa.text(f"SELECT max({key}), count(*) FROM {window.format(after=past)} AS batch"),
+            {"after": after},
+        ).one()
+        if bounds[0] is None:
+            return
+        last = str(bounds[0])
+        with_lock_retry(partial(bind.execute, ranged, {"after": after, "last": last}), f"{step} up to {last}")
+        done += int(bounds[1])
+        report(step, min(done, total), max(total, done))
+        after = last
