@@ -93,3 +93,24 @@ def test_an_unknown_session_fails_the_whole_call_as_append_message_does(db) -> N
 def test_a_bad_session_id_is_refused_before_anything_is_read(db) -> None:
     with pytest.raises(TypeError):
         db.append_messages(None, [{"role": "user", "content": "a"}])
+
+
+def test_entries_take_the_platform_id_observed_flag_and_time(db) -> None:
+    db.create_session("s", "cli")
+    db.append_messages(
+        "s",
+        [
+            {
+                "role": "user",
+                "content": "hi",
+                "platform_message_id": "m-1",
+                "observed": True,
+                "timestamp": 50.0,
+            },
+            {"role": "user", "content": "there", "platform_message_id": 7},
+        ],
+    )
+    first, second = db.get_messages("s")
+    assert (first["platform_message_id"], first["observed"], first["timestamp"]) == ("m-1", 1, 50.0)
+    assert (second["platform_message_id"], second["observed"]) == ("7", 0)
+    assert second["timestamp"] > 1_000_000_000

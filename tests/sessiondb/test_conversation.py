@@ -1,4 +1,5 @@
-"""get_messages_as_conversation: per-role field rules, memory-context stripping, ancestor replay."""
+"""get_messages_as_conversation: per-role field rules, memory-context stripping, ancestor replay,
+live rows only, the platform keys and times, and background-review prompts left out."""
 
 from __future__ import annotations
 
@@ -20,18 +21,27 @@ def sid(db):
     return db.create_session("conv", "cli")
 
 
+def conversation_of(db, session_id, **options):
+    """The replay with each message's ``timestamp`` checked (a float) and taken out, so
+    that expected values stay literals."""
+    entries = db.get_messages_as_conversation(session_id, **options)
+    for entry in entries:
+        assert isinstance(entry.pop("timestamp"), float)
+    return entries
+
+
 def test_plain_exchange_round_trips_exactly(db, sid):
     db.append_message(sid, "user", "Good morning")
     db.append_message(sid, "assistant", "Morning! How can I help?")
-    assert db.get_messages_as_conversation(sid) == [
+    assert conversation_of(db, sid) == [
         {"role": "user", "content": "Good morning"},
         {"role": "assistant", "content": "Morning! How can I help?"},
     ]
 
 
 def test_missing_session_gives_empty_list(db):
-    assert db.get_messages_as_conversation("nope") == []
-    assert db.get_messages_as_conversation("nope", include_ancestors=True) == []
+    assert conversation_of(db, "nope") == []
+    assert conversation_of(db, "nope", include_ancestors=True) == []
 
 
 # --- per-role fields -----------------------------------------------------------------------
@@ -51,7 +61,7 @@ def test_assistant_with_every_field(db, sid):
         codex_message_items=[{"id": "msg_4"}],
         token_count=33,
     )
-    assert db.get_messages_as_conversation(sid) == [
+    assert conversation_of(db, sid) == [
         {
             "role": "assistant",
             "content": "Let me search.",
@@ -68,7 +78,7 @@ def test_assistant_with_every_field(db, sid):
 
 def test_tool_message_fields(db, sid):
     db.append_message(sid, "tool", '{"hits": 2}', tool_name="search_docs", tool_call_id="call_s1")
-    assert db.get_messages_as_conversation(sid) == [
+    assert conversation_of(db, sid) == [
         {"role": "tool", "content": '{"hits": 2}', "tool_call_id": "call_s1", "tool_name": "search_docs"}
     ]
 
@@ -86,7 +96,7 @@ def test_assistant_only_fields_are_dropped_for_other_roles(db, sid):
             codex_reasoning_items=[{"y": 2}],
             codex_message_items=[{"z": 3}],
         )
-    assert db.get_messages_as_conversation(sid) == [
+    assert conversation_of(db, sid) == [
         {"role": "user", "content": "user text"},
         {"role": "tool", "content": "tool text"},
         {"role": "system", "content": "system text"},
@@ -97,7 +107,7 @@ def test_tool_calls_and_tool_name_kept_for_any_role(db, sid):
     db.append_message(
         sid, "user", "odd", tool_calls=[SEARCH_CALL], tool_name="search_docs", tool_call_id="c9"
     )
-    assert db.get_messages_as_conversation(sid) == [
+    assert conversation_of(db, sid) == [
         {
             "role": "user",
             "content": "odd",
@@ -111,13 +121,13 @@ def test_tool_calls_and_tool_name_kept_for_any_role(db, sid):
 def test_empty_optional_values_are_omitted(db, sid, raw):
     message_id = db.append_message(sid, "assistant", "x", reasoning="", finish_reason="")
     raw.execute("UPDATE messages SET tool_call_id = '', tool_name = '' WHERE id = ?", (message_id,))
-    assert db.get_messages_as_conversation(sid) == [{"role": "assistant", "content": "x"}]
+    assert conversation_of(db, sid) == [{"role": "assistant", "content": "x"}]
 
 
 def test_empty_reasoning_content_is_kept_for_assistant(db, sid):
     db.append_message(sid, "assistant", "x", reasoning_content="")
     db.append_message(sid, "assistant", "y", reasoning_content=None)
-    assert db.get_messages_as_conversation(sid) == [
+    assert conversation_of(db, sid) == [
         {"role": "assistant", "content": "x", "reasoning_content": ""},
         {"role": "assistant", "content": "y"},
     ]
@@ -125,15 +135,13 @@ def test_empty_reasoning_content_is_kept_for_assistant(db, sid):
 
 def test_none_content_is_present_as_none(db, sid):
     db.append_message(sid, "assistant", None, tool_calls=[SEARCH_CALL])
-    assert db.get_messages_as_conversation(sid) == [
-        {"role": "assistant", "content": None, "tool_calls": [SEARCH_CALL]}
-    ]
+    assert conversation_of(db, sid) == [{"role": "assistant", "content": None, "tool_calls": [SEARCH_CALL]}]
 
 
 def test_multimodal_content_is_decoded(db, sid):
     parts = [{"type": "text", "text": "  see image  "}, {"type": "image_url", "image_url": {"url": "u"}}]
     db.append_message(sid, "user", parts)
-    assert db.get_messages_as_conversation(sid) == [{"role": "user", "content": parts}]
+    assert conversation_of(db, sid) == [{"role": "user", "content": parts}]
 
 
 def test_invalid_json_columns_fall_back(db, sid, raw):
@@ -145,7 +153,7 @@ def test_invalid_json_columns_fall_back(db, sid, raw):
         "WHERE id = ?",
         (message_id,),
     )
-    assert db.get_messages_as_conversation(sid) == [
+    assert conversation_of(db, sid) == [
         {
             "role": "assistant",
             "content": "x",
@@ -177,20 +185,20 @@ def test_invalid_json_columns_fall_back(db, sid, raw):
 )
 def test_user_and_assistant_text_is_cleaned_and_trimmed(db, sid, role, stored, replayed):
     db.append_message(sid, role, stored)
-    assert db.get_messages_as_conversation(sid) == [{"role": role, "content": replayed}]
+    assert conversation_of(db, sid) == [{"role": role, "content": replayed}]
 
 
 @pytest.mark.parametrize("role", ["tool", "system"])
 def test_tool_and_system_text_is_untouched(db, sid, role):
     text = "  <memory-context>x</memory-context> raw \n"
     db.append_message(sid, role, text)
-    assert db.get_messages_as_conversation(sid) == [{"role": role, "content": text}]
+    assert conversation_of(db, sid) == [{"role": role, "content": text}]
 
 
 def test_stored_content_is_not_modified_by_replay(db, sid):
     text = "<memory-context>m</memory-context>answer"
     db.append_message(sid, "assistant", text)
-    db.get_messages_as_conversation(sid)
+    conversation_of(db, sid)
     assert db.get_messages(sid)[0]["content"] == text
 
 
@@ -201,7 +209,7 @@ def test_order_is_insertion_order_even_when_timestamps_go_backwards(db, sid, raw
     ids = [db.append_message(sid, "user", t) for t in ("one", "two", "three")]
     for message_id, stamp in zip(ids, (900.0, 500.0, 100.0), strict=True):
         raw.set_message_time(message_id, stamp)
-    assert [m["content"] for m in db.get_messages_as_conversation(sid)] == ["one", "two", "three"]
+    assert [m["content"] for m in conversation_of(db, sid)] == ["one", "two", "three"]
 
 
 # --- include_ancestors -------------------------------------------------------------------------
@@ -222,11 +230,11 @@ def chain(db, make_session):
 
 
 def test_without_ancestors_only_the_session(db, chain):
-    assert [m["content"] for m in db.get_messages_as_conversation(chain)] == ["Book hotels"]
+    assert [m["content"] for m in conversation_of(db, chain)] == ["Book hotels"]
 
 
 def test_with_ancestors_replays_root_to_tip(db, chain):
-    assert [m["content"] for m in db.get_messages_as_conversation(chain, include_ancestors=True)] == [
+    assert [m["content"] for m in conversation_of(db, chain, include_ancestors=True)] == [
         "Plan the trip",
         "Where to?",
         "Kyoto",
@@ -236,7 +244,7 @@ def test_with_ancestors_replays_root_to_tip(db, chain):
 
 
 def test_with_ancestors_from_the_middle_stops_there(db, chain):
-    assert [m["content"] for m in db.get_messages_as_conversation("middle", include_ancestors=True)] == [
+    assert [m["content"] for m in conversation_of(db, "middle", include_ancestors=True)] == [
         "Plan the trip",
         "Where to?",
         "Kyoto",
@@ -250,7 +258,7 @@ def test_ancestors_of_any_kind_are_followed(db, make_session):
     db.append_message("boss", "user", "delegate this")
     make_session("worker", started=110.0, parent="boss")
     db.append_message("worker", "assistant", "on it")
-    assert [m["content"] for m in db.get_messages_as_conversation("worker", include_ancestors=True)] == [
+    assert [m["content"] for m in conversation_of(db, "worker", include_ancestors=True)] == [
         "delegate this",
         "on it",
     ]
@@ -261,7 +269,7 @@ def test_ancestor_rows_are_ordered_globally_by_insertion(db, make_session):
     make_session("c", started=110.0, parent="p")
     db.append_message("c", "assistant", "child first")
     db.append_message("p", "user", "parent later")
-    assert [m["content"] for m in db.get_messages_as_conversation("c", include_ancestors=True)] == [
+    assert [m["content"] for m in conversation_of(db, "c", include_ancestors=True)] == [
         "child first",
         "parent later",
     ]
@@ -273,12 +281,12 @@ def test_replayed_prompt_is_dropped_with_ancestors(db, make_session):
     make_session("new", started=160.0, parent="old")
     db.append_message("new", "user", "Summarise chapter 3")
     db.append_message("new", "assistant", "Chapter 3 is about tides.")
-    assert db.get_messages_as_conversation("new", include_ancestors=True) == [
+    assert conversation_of(db, "new", include_ancestors=True) == [
         {"role": "user", "content": "Summarise chapter 3"},
         {"role": "assistant", "content": "Chapter 3 is about tides."},
     ]
     # Without ancestors nothing is de-duplicated.
-    assert len(db.get_messages_as_conversation("new")) == 2
+    assert len(conversation_of(db, "new")) == 2
 
 
 def test_replay_dedupe_compares_cleaned_text(db, make_session):
@@ -286,9 +294,7 @@ def test_replay_dedupe_compares_cleaned_text(db, make_session):
     db.append_message("old", "user", "Next step?")
     make_session("new", started=160.0, parent="old")
     db.append_message("new", "user", "<memory-context>ctx</memory-context>  Next step?  ")
-    assert db.get_messages_as_conversation("new", include_ancestors=True) == [
-        {"role": "user", "content": "Next step?"}
-    ]
+    assert conversation_of(db, "new", include_ancestors=True) == [{"role": "user", "content": "Next step?"}]
 
 
 def test_tool_and_system_messages_do_not_stop_the_dedupe_scan(db, make_session):
@@ -299,9 +305,7 @@ def test_tool_and_system_messages_do_not_stop_the_dedupe_scan(db, make_session):
     db.append_message("old", "assistant", "")
     make_session("new", started=160.0, parent="old")
     db.append_message("new", "user", "Run the tests")
-    assert [
-        (m["role"], m["content"]) for m in db.get_messages_as_conversation("new", include_ancestors=True)
-    ] == [
+    assert [(m["role"], m["content"]) for m in conversation_of(db, "new", include_ancestors=True)] == [
         ("user", "Run the tests"),
         ("tool", "3 passed"),
         ("system", "compressed"),
@@ -315,7 +319,7 @@ def test_assistant_answer_in_between_keeps_the_repeat(db, make_session):
     db.append_message("old", "assistant", "Sure.")
     make_session("new", started=160.0, parent="old")
     db.append_message("new", "user", "Again?")
-    assert [m["content"] for m in db.get_messages_as_conversation("new", include_ancestors=True)] == [
+    assert [m["content"] for m in conversation_of(db, "new", include_ancestors=True)] == [
         "Again?",
         "Sure.",
         "Again?",
@@ -328,7 +332,7 @@ def test_assistant_tool_call_in_between_keeps_the_repeat(db, make_session):
     db.append_message("old", "assistant", None, tool_calls=[SEARCH_CALL])
     make_session("new", started=160.0, parent="old")
     db.append_message("new", "user", "Look it up")
-    assert [m["role"] for m in db.get_messages_as_conversation("new", include_ancestors=True)] == [
+    assert [m["role"] for m in conversation_of(db, "new", include_ancestors=True)] == [
         "user",
         "assistant",
         "user",
@@ -340,7 +344,7 @@ def test_empty_user_messages_are_never_deduplicated(db, make_session):
     db.append_message("old", "user", "")
     make_session("new", started=160.0, parent="old")
     db.append_message("new", "user", "   ")
-    assert db.get_messages_as_conversation("new", include_ancestors=True) == [
+    assert conversation_of(db, "new", include_ancestors=True) == [
         {"role": "user", "content": ""},
         {"role": "user", "content": ""},
     ]
@@ -352,5 +356,121 @@ def test_ancestor_walk_survives_a_cycle(db, make_session, raw):
     raw.execute("UPDATE sessions SET parent_session_id = 'y' WHERE id = 'x'")
     db.append_message("x", "user", "from x")
     db.append_message("y", "user", "from y")
-    contents = [m["content"] for m in db.get_messages_as_conversation("y", include_ancestors=True)]
+    contents = [m["content"] for m in conversation_of(db, "y", include_ancestors=True)]
     assert sorted(contents) == ["from x", "from y"]
+
+
+# --- upstream head's keys, live rows, id order, background-review prompts --------------------
+
+
+def test_each_message_carries_its_stored_time(db, sid):
+    db.append_message(sid, "user", "Ping", timestamp=1_700_000_000.5)
+    db.append_message(sid, "assistant", "Pong", timestamp=1_700_000_001.25)
+    stamps = [m["timestamp"] for m in db.get_messages_as_conversation(sid)]
+    assert stamps == [1_700_000_000.5, 1_700_000_001.25]
+
+
+def test_a_zero_time_is_left_out(db, sid, raw):
+    message = db.append_message(sid, "user", "Ping")
+    raw.set_message_time(message, 0.0)
+    assert db.get_messages_as_conversation(sid) == [{"role": "user", "content": "Ping"}]
+
+
+def test_platform_id_comes_back_as_message_id_and_observed_as_true(db, sid):
+    db.append_message(sid, "user", "Seen in the group", platform_message_id="tg-77", observed=True)
+    db.append_message(sid, "user", "Addressed", platform_message_id="", observed=False)
+    assert conversation_of(db, sid) == [
+        {"role": "user", "content": "Seen in the group", "message_id": "tg-77", "observed": True},
+        {"role": "user", "content": "Addressed"},
+    ]
+
+
+def test_order_is_insertion_order_even_against_the_clock(db, sid):
+    db.append_message(sid, "assistant", None, tool_calls=[SEARCH_CALL], timestamp=2000.0)
+    db.append_message(sid, "tool", "found it", tool_call_id="call_s1", timestamp=1000.0)
+    assert [m["role"] for m in conversation_of(db, sid)] == ["assistant", "tool"]
+
+
+def test_ancestor_replay_is_in_id_order_across_sessions(db, make_session):
+    make_session("old", started=100.0, ended=150.0, reason="compression")
+    make_session("new", started=160.0, parent="old")
+    db.append_message("new", "user", "written first, in the child", timestamp=10.0)
+    db.append_message("old", "user", "written second, in the parent", timestamp=5.0)
+    assert [m["content"] for m in conversation_of(db, "new", include_ancestors=True)] == [
+        "written first, in the child",
+        "written second, in the parent",
+    ]
+
+
+def test_inactive_rows_are_replayed_only_when_asked(db, sid):
+    db.append_message(sid, "user", "keep")
+    db.append_message(sid, "assistant", "kept")
+    undone = db.append_message(sid, "user", "take back")
+    db.append_message(sid, "assistant", "taken back")
+    db.rewind_to_message(sid, undone)
+    assert [m["content"] for m in conversation_of(db, sid)] == ["keep", "kept"]
+    assert [m["content"] for m in conversation_of(db, sid, include_inactive=True)] == [
+        "keep",
+        "kept",
+        "take back",
+        "taken back",
+    ]
+
+
+def test_a_file_compacted_by_another_program_replays_only_the_live_set(db, sid, raw):
+    # What upstream Hermes leaves after compacting in place: the originals archived
+    # (active = 0, compacted = 1) and the surviving tail stored again with its own time.
+    db.append_message(sid, "user", "Plan the trip", timestamp=100.0)
+    db.append_message(sid, "assistant", None, tool_calls=[SEARCH_CALL], timestamp=101.0)
+    db.append_message(sid, "tool", "3 hotels", tool_call_id="call_s1", timestamp=102.0)
+    raw.execute("UPDATE messages SET active = 0, compacted = 1 WHERE session_id = ?", (sid,))
+    db.append_message(sid, "user", "[summary] a trip is being planned", timestamp=103.0)
+    db.append_message(sid, "assistant", None, tool_calls=[SEARCH_CALL], timestamp=101.0)
+    db.append_message(sid, "tool", "3 hotels", tool_call_id="call_s1", timestamp=102.0)
+    assert [(m["role"], m["content"]) for m in conversation_of(db, sid)] == [
+        ("user", "[summary] a trip is being planned"),
+        ("assistant", None),
+        ("tool", "3 hotels"),
+    ]
+    rewound = db.append_message(sid, "user", "undone elsewhere")
+    raw.execute("UPDATE messages SET active = 0 WHERE id = ?", (rewound,))
+    assert len(conversation_of(db, sid)) == 3
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "Review the conversation above and update the skill library. Only use skill tools.",
+        "  \n Review the conversation above and consider saving to memory anything durable.",
+    ],
+)
+@pytest.mark.parametrize("role", ["user", "system"])
+def test_background_review_prompt_and_its_reply_are_left_out(db, sid, role, prompt):
+    db.append_message(sid, "user", "Fix the build")
+    db.append_message(sid, role, prompt)
+    db.append_message(sid, "assistant", "Saving a skill now.")
+    db.append_message(sid, "user", "Did it work?")
+    assert [m["content"] for m in conversation_of(db, sid)] == ["Fix the build", "Did it work?"]
+
+
+def test_review_prompt_needs_the_exact_opening(db, sid):
+    db.append_message(sid, "user", "review the conversation above and update the skill library")
+    db.append_message(sid, "assistant", "ok")
+    db.append_message(sid, "tool", "Review the conversation above and consider saving to memory")
+    db.append_message(sid, "assistant", "after a tool")
+    assert [m["content"] for m in conversation_of(db, sid)] == [
+        "review the conversation above and update the skill library",
+        "ok",
+        "Review the conversation above and consider saving to memory",
+        "after a tool",
+    ]
+
+
+def test_only_an_assistant_reply_right_after_the_prompt_is_dropped(db, sid):
+    db.append_message(sid, "user", "Review the conversation above and update the skill library")
+    db.append_message(sid, "tool", "a tool result")
+    db.append_message(sid, "assistant", "this reply stays")
+    db.append_message(sid, "system", "Review the conversation above and consider saving to memory")
+    db.append_message(sid, "user", "Review the conversation above and update the skill library")
+    db.append_message(sid, "assistant", "this reply goes")
+    assert [m["content"] for m in conversation_of(db, sid)] == ["a tool result", "this reply stays"]

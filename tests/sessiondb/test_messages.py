@@ -1,8 +1,13 @@
-"""Messages: append (ids, counters, encodings), get_messages, replace_messages, clear, counts."""
+"""Messages: append (ids, counters, encodings, platform id, observed flag, given times),
+get_messages (live rows unless asked), replace_messages (given times, sparing inactive
+history), clear, counts, exports."""
 
 from __future__ import annotations
 
+import datetime
+import logging
 import sqlite3
+import time
 
 import pytest
 from sqlalchemy import exc as sa_exc
@@ -23,7 +28,13 @@ MESSAGE_KEYS = {
     "reasoning_details",
     "codex_reasoning_items",
     "codex_message_items",
+    "platform_message_id",
+    "observed",
+    "active",
+    "compacted",
 }
+FLAGS = {"observed": 0, "active": 1, "compacted": 0}
+"""The flag columns of a message just appended: a live message the agent was addressed by."""
 
 WEATHER_CALL = {
     "id": "call_w1",
@@ -117,6 +128,9 @@ def test_all_fields_round_trip(db, sid):
         reasoning_details=[{"type": "reasoning.text", "text": "think"}],
         codex_reasoning_items=[{"id": "rs_9", "encrypted_content": "Zm9v"}],
         codex_message_items=[{"id": "msg_9", "phase": "final"}],
+        platform_message_id="upd-1234",
+        observed=True,
+        timestamp=1_700_000_000.25,
     )
     (message,) = db.get_messages(sid)
     assert set(message) == MESSAGE_KEYS
@@ -134,14 +148,18 @@ def test_all_fields_round_trip(db, sid):
     assert message["reasoning_details"] == '[{"type": "reasoning.text", "text": "think"}]'
     assert message["codex_reasoning_items"] == '[{"id": "rs_9", "encrypted_content": "Zm9v"}]'
     assert message["codex_message_items"] == '[{"id": "msg_9", "phase": "final"}]'
-    assert isinstance(message["timestamp"], float)
+    assert message["platform_message_id"] == "upd-1234"
+    assert message["timestamp"] == 1_700_000_000.25
+    assert (message["observed"], message["active"], message["compacted"]) == (1, 1, 0)
 
 
 def test_defaults_are_null(db, sid):
     db.append_message(sid, "user")
     (message,) = db.get_messages(sid)
-    for key in MESSAGE_KEYS - {"id", "session_id", "role", "timestamp"}:
+    for key in MESSAGE_KEYS - {"id", "session_id", "role", "timestamp"} - set(FLAGS):
         assert message[key] is None, key
+    assert {key: message[key] for key in FLAGS} == FLAGS
+    assert isinstance(message["timestamp"], float)
 
 
 def test_timestamp_is_stored_as_real(db, sid, raw):
@@ -465,3 +483,176 @@ def test_session_count(db):
     assert db.session_count("telegram") == 1
     assert db.session_count("discord") == 0
     assert db.session_count("") == 3
+
+
+# --- append_message: platform id, observed flag, given time --------------------------------------
+
+
+@pytest.mark.parametrize(("given", "stored"), [("tg-9", "tg-9"), (123456, "123456"), (None, None)])
+def test_platform_message_id_is_stored_as_text(db, sid, given, stored):
+    db.append_message(sid, "user", "hi", platform_message_id=given)
+    assert db.get_messages(sid)[0]["platform_message_id"] == stored
+
+
+@pytest.mark.parametrize("bad", [b"raw", ["id"], True])
+def test_platform_message_id_of_another_type_is_refused(db, sid, bad):
+    with pytest.raises(TypeError, match="platform_message_id"):
+        db.append_message(sid, "user", "hi", platform_message_id=bad)
+    assert db.message_count(sid) == 0
+
+
+@pytest.mark.parametrize(("given", "stored"), [(True, 1), (False, 0), (1, 1), ("yes", 1), (None, 0), (0, 0)])
+def test_observed_is_stored_as_one_or_zero(db, sid, given, stored):
+    db.append_message(sid, "user", "seen", observed=given)
+    assert db.get_messages(sid)[0]["observed"] == stored
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        (1_700_000_000.5, 1_700_000_000.5),
+        (1_700_000_000, 1_700_000_000.0),
+        ("1700000000.25", 1_700_000_000.25),
+        (datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC), 1_704_067_200.0),
+    ],
+    ids=["float", "int", "numeric-text", "datetime"],
+)
+def test_a_given_timestamp_is_stored(db, sid, given, stored):
+    db.append_message(sid, "user", "then", timestamp=given)
+    assert db.get_messages(sid)[0]["timestamp"] == stored
+
+
+@pytest.mark.parametrize(
+    "bad", ["tomorrow", object(), float("nan"), float("inf")], ids=["text", "object", "nan", "inf"]
+)
+def test_a_timestamp_that_is_no_time_is_ignored(db, sid, bad, caplog):
+    before = time.time()
+    with caplog.at_level(logging.DEBUG, logger="hermes_store.domain.codec"):
+        db.append_message(sid, "user", "now", timestamp=bad)
+    assert before - 1 <= db.get_messages(sid)[0]["timestamp"] <= time.time() + 1
+    assert any("timestamp" in record.getMessage() for record in caplog.records)
+
+
+def test_positional_arguments_keep_their_places(db, sid):
+    args = ("tool", "out", "clock", None, "call_1", 5, "stop", None, None, None, None, None)
+    db.append_message(sid, *args)
+    message = db.get_messages(sid)[0]
+    assert (message["tool_name"], message["tool_call_id"], message["token_count"]) == ("clock", "call_1", 5)
+    assert (message["platform_message_id"], message["observed"]) == (None, 0)
+
+
+# --- live rows, inactive rows ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def history(db, sid, raw):
+    """A session with one archived, one rewound and two live messages (ids 1-4)."""
+    ids = [db.append_message(sid, "user", text) for text in ("archived", "rewound", "live 1", "live 2")]
+    raw.execute("UPDATE messages SET active = 0, compacted = 1 WHERE id = ?", (ids[0],))
+    raw.execute("UPDATE messages SET active = 0 WHERE id = ?", (ids[1],))
+    return ids
+
+
+def test_get_messages_returns_live_rows_unless_asked(db, sid, history):
+    assert [m["content"] for m in db.get_messages(sid)] == ["live 1", "live 2"]
+    every = db.get_messages(sid, include_inactive=True)
+    assert [(m["content"], m["active"], m["compacted"]) for m in every] == [
+        ("archived", 0, 1),
+        ("rewound", 0, 0),
+        ("live 1", 1, 0),
+        ("live 2", 1, 0),
+    ]
+
+
+def test_message_count_counts_inactive_rows(db, sid, history):
+    assert db.message_count(sid) == 4
+    assert db.message_count() == 4
+
+
+def test_exports_hold_the_live_messages(db, sid, history):
+    assert [m["content"] for m in db.export_session(sid)["messages"]] == ["live 1", "live 2"]
+    (exported,) = db.export_all()
+    assert [m["content"] for m in exported["messages"]] == ["live 1", "live 2"]
+    (by_source,) = db.export_all(source="cli")
+    assert [m["content"] for m in by_source["messages"]] == ["live 1", "live 2"]
+
+
+def test_clear_messages_deletes_inactive_rows_too(db, sid, history):
+    db.clear_messages(sid)
+    assert db.get_messages(sid, include_inactive=True) == []
+
+
+def test_replace_messages_deletes_inactive_rows_by_default(db, sid, history):
+    db.replace_messages(sid, [{"role": "user", "content": "fresh"}])
+    assert [m["content"] for m in db.get_messages(sid, include_inactive=True)] == ["fresh"]
+    assert counters(db, sid) == (1, 0)
+
+
+def test_replace_messages_active_only_keeps_inactive_history(db, sid, history):
+    fresh = [{"role": "user", "content": "fresh", "tool_calls": [CLOCK_CALL]}]
+    db.replace_messages(sid, fresh, active_only=True)
+    assert [(m["content"], m["active"]) for m in db.get_messages(sid, include_inactive=True)] == [
+        ("archived", 0),
+        ("rewound", 0),
+        ("fresh", 1),
+    ]
+    assert counters(db, sid) == (1, 1)
+
+
+# --- replace_messages: given times, platform ids, observed flags ----------------------------------
+
+
+def test_replace_messages_keeps_given_times_and_runs_a_clock_for_the_rest(db, sid):
+    before = time.time()
+    db.replace_messages(
+        sid,
+        [
+            {"role": "user", "content": "a"},
+            {"role": "user", "content": "b", "timestamp": 100.0},
+            {"role": "user", "content": "c"},
+            {"role": "user", "content": "d", "timestamp": 4e9},
+            {"role": "user", "content": "e"},
+            {"role": "user", "content": "f", "timestamp": "no time"},
+        ],
+    )
+    a, b, c, d, e, f = (m["timestamp"] for m in db.get_messages(sid))
+    assert before <= a <= time.time()
+    assert b == 100.0
+    assert c == pytest.approx(a + 1e-6, abs=1e-6) and c > a
+    assert d == 4e9
+    assert e == pytest.approx(4e9 + 1e-6, abs=1e-6) and e > d
+    assert f > e
+
+
+def test_replace_messages_accepts_datetimes(db, sid):
+    moment = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+    db.replace_messages(sid, [{"role": "user", "content": "a", "timestamp": moment}])
+    assert db.get_messages(sid)[0]["timestamp"] == 1_704_067_200.0
+
+
+def test_replace_messages_takes_the_platform_id_from_either_key(db, sid):
+    db.replace_messages(
+        sid,
+        [
+            {"role": "user", "content": "a", "platform_message_id": "p-1", "message_id": "ignored"},
+            {"role": "user", "content": "b", "message_id": "m-2"},
+            {"role": "user", "content": "c", "platform_message_id": "", "message_id": 33},
+            {"role": "user", "content": "d"},
+        ],
+    )
+    assert [m["platform_message_id"] for m in db.get_messages(sid)] == ["p-1", "m-2", "33", None]
+
+
+def test_replace_messages_stores_the_observed_flag(db, sid):
+    db.replace_messages(
+        sid, [{"role": "user", "content": "a", "observed": True}, {"role": "user", "content": "b"}]
+    )
+    assert [m["observed"] for m in db.get_messages(sid)] == [1, 0]
+
+
+def test_conversation_round_trips_through_replace_messages(db, sid):
+    db.append_message(sid, "user", "seen", platform_message_id="u-1", observed=True, timestamp=10.0)
+    db.append_message(sid, "assistant", "reply", timestamp=11.0)
+    conversation = db.get_messages_as_conversation(sid)
+    db.replace_messages(sid, conversation)
+    assert db.get_messages_as_conversation(sid) == conversation
