@@ -1,35 +1,92 @@
 """A drop-in for Hermes Agent's ``hermes_state`` module, backed by hermes_store.
 
-Hermes imports ``SessionDB``, ``DEFAULT_DB_PATH``, ``SCHEMA_VERSION`` and ``SCHEMA_SQL``
-from ``hermes_state``, and its tests patch ``hermes_state.SessionDB`` and
-``hermes_state.DEFAULT_DB_PATH``. This module offers those names with the same
-meaning, so Hermes runs on this store with no code of its own: the wheel also ships a
-top-level ``hermes_state`` module that *is* this module, so deleting Hermes' own
-``hermes_state.py`` is the only step (see the README, "Running Hermes on this store").
+Hermes imports ``SessionDB``, ``AsyncSessionDB``, ``DEFAULT_DB_PATH`` and the helpers
+below from ``hermes_state``, and its tests patch names on this module
+(``hermes_state.SessionDB``, ``hermes_state.DEFAULT_DB_PATH``,
+``hermes_state.sqlite3.connect``, ``hermes_state.repair_state_db_schema``…). This module
+offers those names with the same meaning, so Hermes runs on this store with no code of
+its own: the wheel also ships a top-level ``hermes_state`` module that *is* this module,
+so deleting Hermes' own ``hermes_state.py`` is the only step (see the README, "Running
+Hermes on this store", and docs/upstream.md for where the drop-in differs).
 
 ``DEFAULT_DB_PATH`` is, as upstream, the default path computed at import. Unlike
 upstream, ``SessionDB()`` still follows a ``HERMES_HOME`` changed later (profile
 switches, test fixtures) — unless someone rebinds ``DEFAULT_DB_PATH`` here (as Hermes'
 tests do), which then wins, as it did upstream.
+
+The module-level helpers work on plain ``sqlite3`` connections and files (Hermes calls
+some of them on its other databases); they live in :mod:`hermes_store.drop_in`.
 """
 
 from __future__ import annotations
 
+# asyncio, sqlite3, sys and time are module attributes on purpose: Hermes' tests patch
+# hermes_state.asyncio.to_thread, hermes_state.sqlite3.connect, hermes_state.sys.platform
+# and hermes_state.time.time, and the drop-in looks them up when it runs.
+import asyncio
+import logging
 import os
 import sqlite3
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.engine import URL, Engine
+from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.schema import CreateTable
 
 from hermes_store.api import session_db as facade
+from hermes_store.db.engine import BUSY_TIMEOUT_S
+from hermes_store.db.memory import names_memory
 from hermes_store.domain.paths import default_db_path
+from hermes_store.drop_in import LOGGER_NAME
+from hermes_store.drop_in.async_wrapper import AsyncSessionDB
+from hermes_store.drop_in.init_errors import (
+    _set_last_init_error,
+    format_session_db_unavailable,
+    get_last_init_error,
+)
+from hermes_store.drop_in.repair import (
+    _db_opens_cleanly,
+    _repair_attempted_paths,
+    claim_repair_attempt,
+    is_malformed_db_error,
+    repair_state_db_schema,
+)
+from hermes_store.drop_in.wal_fallback import _wal_fallback_warned_paths, apply_wal_with_fallback
 from hermes_store.schema.legacy import HEAD_VERSION
 from hermes_store.schema.models import Base
+from hermes_store.search.sanitize import MAX_FTS5_QUERY_CHARS
 
-__all__ = ["DEFAULT_DB_PATH", "SCHEMA_SQL", "SCHEMA_VERSION", "SessionDB"]
+__all__ = [
+    "DEFAULT_DB_PATH",
+    "DEFERRED_INDEX_SQL",
+    "MAX_FTS5_QUERY_CHARS",
+    "SCHEMA_SQL",
+    "SCHEMA_VERSION",
+    "AsyncSessionDB",
+    "SessionDB",
+    "_db_opens_cleanly",
+    "_repair_attempted_paths",
+    "_set_last_init_error",
+    "_wal_fallback_warned_paths",
+    "apply_wal_with_fallback",
+    "asyncio",
+    "format_session_db_unavailable",
+    "get_last_init_error",
+    "is_malformed_db_error",
+    "repair_state_db_schema",
+    "sqlite3",
+    "sys",
+    "time",
+]
+
+logger = logging.getLogger(LOGGER_NAME)
+"""The ``"hermes_state"`` logger, which Hermes' log filters and tests listen to."""
+
+T = TypeVar("T")
 
 DEFAULT_DB_PATH: Path = default_db_path()
 """``$HERMES_HOME/state.db`` (``~/.hermes/state.db``) as it was when this module was imported."""
@@ -45,21 +102,50 @@ SCHEMA_SQL: str = "\n".join(
 )
 """The tables' DDL (SQLite), rendered from ``hermes_store.schema.models``: every column a store has."""
 
+DEFERRED_INDEX_SQL: str = """
+CREATE INDEX IF NOT EXISTS idx_messages_session_active
+    ON messages(session_id, active, timestamp);
+CREATE INDEX IF NOT EXISTS idx_sessions_session_key
+    ON sessions(session_key, started_at DESC);
+CREATE INDEX IF NOT EXISTS idx_sessions_gateway_peer
+    ON sessions(source, user_id, chat_id, chat_type, thread_id, started_at DESC);
+CREATE INDEX IF NOT EXISTS idx_sessions_handoff_state
+    ON sessions(handoff_state, started_at);
+"""
+"""The indexes on columns later schema versions added, as SQLite DDL (the store's
+migrations create them; Hermes code that builds a file by hand runs this after its
+columns exist)."""
+
 
 class SessionDB(facade.SessionDB):
-    """``hermes_store.SessionDB``, plus the upstream-only helpers Hermes' tests use."""
+    """``hermes_store.SessionDB`` as Hermes' ``hermes_state.SessionDB``.
+
+    Beyond the store itself: ``read_only`` as the second positional argument; SQLite
+    connections made through ``sqlite3.connect`` with :func:`apply_wal_with_fallback`
+    (so the rollback journal is used where the file system refuses WAL); a file whose
+    schema is malformed is repaired once per process and opened again; a failure to
+    open is recorded for :func:`format_session_db_unavailable` and raised as the
+    ``sqlite3`` error behind it; the FTS segments are merged every
+    ``_OPTIMIZE_EVERY_N_WRITES`` writes.
+    """
+
+    _OPTIMIZE_EVERY_N_WRITES: ClassVar[int] = 1000
 
     def __init__(
         self,
         db_path: str | os.PathLike[str] | None = None,
+        read_only: bool = False,
         *,
         url: str | URL | None = None,
         engine: Engine | None = None,
     ) -> None:
-        """Open (creating or upgrading) the store at ``db_path``, ``url`` or ``engine``.
+        """Open (creating or upgrading, unless ``read_only``) the store at ``db_path``,
+        ``url`` or ``engine``.
 
         With none of them, the store is ``DEFAULT_DB_PATH`` — or, while nobody has
-        rebound that name, ``$HERMES_HOME/state.db`` as it is now.
+        rebound that name, ``$HERMES_HOME/state.db`` as it is now. ``read_only=True``
+        opens an existing store without changing it; its writes raise
+        ``sqlite3.OperationalError("attempt to write a readonly database")``.
 
         Lock contention is handled as upstream v11 handles it: SQLite's busy handler waits
         at most 1 s, then the write is retried after 20-150 ms of random jitter, up to 15
@@ -69,7 +155,60 @@ class SessionDB(facade.SessionDB):
         """
         if db_path is None and url is None and engine is None:
             db_path = _default_path()
-        super().__init__(db_path, url=url, engine=engine)
+        self._writes_since_merge = 0
+        self._merging_fts = False
+        try:
+            self._open(db_path, read_only, url, engine)
+        except Exception as exc:
+            _set_last_init_error(f"{type(exc).__name__}: {exc}")
+            raise
+
+    def _open(
+        self,
+        db_path: str | os.PathLike[str] | None,
+        read_only: bool,
+        url: str | URL | None,
+        engine: Engine | None,
+    ) -> None:
+        """Open the store; a malformed file is repaired (once per process) and opened again."""
+        path = _state_db_file(db_path) if url is None and engine is None else None
+        options: dict[str, Any] = {}
+        if path is not None and not read_only:
+            options["creator"] = _state_db_connector(path)
+
+        def open_once() -> None:
+            super(SessionDB, self).__init__(db_path, url=url, engine=engine, read_only=read_only, **options)
+
+        try:
+            _raise_as_sqlite_error(open_once)
+        except sqlite3.DatabaseError as exc:
+            if path is None or read_only or not is_malformed_db_error(exc) or not claim_repair_attempt(path):
+                raise
+            logger.error("state.db schema is malformed (%s); repairing it (a copy is kept first)", exc)
+            repair: Callable[..., dict[str, Any]] = globals()["repair_state_db_schema"]
+            if not repair(path).get("repaired"):
+                raise
+            _raise_as_sqlite_error(open_once)
+
+    def _write(self, work: Callable[[Connection], T], operation: str) -> T:
+        """One retried write transaction; every ``_OPTIMIZE_EVERY_N_WRITES`` of them the
+        FTS segments are merged too (best effort: a failed merge never fails the write)."""
+        result = super()._write(work, operation)
+        if not self._merging_fts:
+            self._writes_since_merge += 1
+            if self._writes_since_merge >= self._OPTIMIZE_EVERY_N_WRITES:
+                self._writes_since_merge = 0
+                self._merge_fts_segments()
+        return result
+
+    def _merge_fts_segments(self) -> None:
+        self._merging_fts = True
+        try:
+            self.optimize_fts()
+        except Exception as exc:  # an optimisation: the write it follows has committed
+            logger.debug("periodic FTS segment merge skipped: %s", exc)
+        finally:
+            self._merging_fts = False
 
     @staticmethod
     def _parse_schema_columns(schema_sql: str) -> dict[str, dict[str, str]]:
@@ -97,3 +236,55 @@ def _default_path() -> Path:
     if rebound is not _IMPORTED_DEFAULT:
         return Path(rebound)
     return default_db_path()
+
+
+def _state_db_file(db_path: str | os.PathLike[str] | None) -> Path | None:
+    """The SQLite file ``db_path`` names, or ``None`` for a URL or an in-memory database."""
+    if db_path is None or names_memory(db_path):
+        return None
+    text = os.fspath(db_path)
+    if "://" in text or text.startswith("file:"):
+        return None
+    return Path(text)
+
+
+def _state_db_connector(path: Path) -> Callable[[], sqlite3.Connection]:
+    """How the store connects to ``path``: ``sqlite3.connect``, looked up when called (so
+    a test's replacement is used), then WAL or, where the file system refuses it, the
+    rollback journal."""
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+        try:
+            apply_wal_with_fallback(conn, db_label="state.db")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    return connect
+
+
+def _raise_as_sqlite_error(open_store: Callable[[], None]) -> None:
+    """Run ``open_store``; an error caused by SQLite is raised as that ``sqlite3`` error
+    (what Hermes catches and what upstream raised), the store's own error as its cause."""
+    try:
+        open_store()
+    except Exception as exc:
+        cause = _sqlite_cause(exc)
+        if cause is None or cause is exc:
+            raise
+        raise cause from exc
+
+
+def _sqlite_cause(exc: BaseException) -> sqlite3.Error | None:
+    """The first ``sqlite3.Error`` in ``exc``'s chain (``orig``, cause, context), if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, sqlite3.Error):
+            return current
+        seen.add(id(current))
+        orig = getattr(current, "orig", None)
+        current = orig if isinstance(orig, BaseException) else (current.__cause__ or current.__context__)
+    return None

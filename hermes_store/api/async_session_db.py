@@ -435,12 +435,6 @@ class AsyncSessionDB:
             absolute,
         )
 
-    async def vacuum(self) -> None:
-        """Awaitable :meth:`SessionDB.vacuum`."""
-        return await self._call(
-            SessionDB.vacuum,
-        )
-
 
 def _forwarding_coroutine(name: str, *, read: bool) -> Callable[..., Any]:
     """A coroutine method that runs ``SessionDB.<name>`` on a read (or write) worker."""

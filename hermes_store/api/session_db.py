@@ -25,6 +25,7 @@ from hermes_store.admin.transcripts import remove_transcripts
 from hermes_store.api.features.base import FacadeBase
 from hermes_store.api.features.compaction import CompactionMethods
 from hermes_store.api.features.compression_locks import CompressionLockMethods
+from hermes_store.api.features.fts_maintenance import READ_ONLY_ERROR, FtsMaintenanceMethods
 from hermes_store.api.features.gateway_peers import GatewayPeerMethods
 from hermes_store.api.features.handoff import HandoffMethods
 from hermes_store.api.features.hygiene import HygieneMethods
@@ -33,7 +34,14 @@ from hermes_store.api.features.rewind import RewindMethods
 from hermes_store.api.features.session_meta import SessionMetaMethods
 from hermes_store.api.features.telegram_topics import TelegramTopicMethods
 from hermes_store.api.features.workspace import WorkspaceMethods
-from hermes_store.db.engine import adopt_engine, create_engine, parse_url, resolve_url, sqlite_path
+from hermes_store.db.engine import (
+    BUSY_TIMEOUT_S,
+    adopt_engine,
+    create_engine,
+    parse_url,
+    resolve_url,
+    sqlite_path,
+)
 from hermes_store.db.execution import Bind
 from hermes_store.db.memory import is_shared_memory, names_memory, shared_memory_url
 from hermes_store.domain import codec
@@ -93,6 +101,23 @@ def _restore_pooled_driver(driver: Any) -> None:
         driver.autocommit = False
 
 
+def _read_only_engine(url: URL, engine_options: dict[str, Any]) -> Engine:
+    """An engine that opens the store read-only: on SQLite the file in ``mode=ro`` (it
+    must exist; nothing is created, migrated or switched to WAL); on a server an ordinary
+    engine, the store refusing writes itself."""
+    path = sqlite_path(url)
+    if url.get_backend_name() == "sqlite" and path is None:
+        raise ValueError("read_only=True needs a database file or a server URL, not an in-memory database")
+    if path is None:
+        return create_engine(url, prepare=False, **engine_options)
+
+    def connect_read_only() -> sqlite3.Connection:
+        uri = f"{path.resolve().as_uri()}?mode=ro"
+        return sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+
+    return create_engine(url, prepare=False, creator=connect_read_only, **engine_options)
+
+
 def _forget_raw_connection(db: SessionDB) -> list[object]:
     """In a forked child: drop the parent's ``_conn`` connection (see uow.fork_safety)."""
     inherited, db._raw = db._raw, None
@@ -111,6 +136,7 @@ class SessionDB(
     GatewayPeerMethods,
     HandoffMethods,
     TelegramTopicMethods,
+    FtsMaintenanceMethods,
     FacadeBase,
 ):
     """Hermes' session store: sessions, messages, titles, lineage, search, export, pruning.
@@ -142,8 +168,10 @@ class SessionDB(
         url: str | URL | None = None,
         engine: Engine | None = None,
         auto_upgrade: bool = False,
+        read_only: bool = False,
         **engine_options: Any,
     ) -> None:
+        self.read_only = read_only
         # A url= that is not a URL is a mistake, never a file name (no stray files).
         target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
         if engine is None and names_memory(target):
@@ -153,16 +181,20 @@ class SessionDB(
         # A caller's engine gets the settings of our own (WAL, foreign keys, BEGIN
         # IMMEDIATE) but stays the caller's: close() leaves its pool alone.
         # engine_options: pool and timeout settings for a server (docs/postgresql.md).
-        self.engine = (
-            adopt_engine(engine)
-            if engine is not None
-            else create_engine(self._url, prepare=True, **engine_options)
-        )
+        if read_only:
+            self.engine = engine if engine is not None else _read_only_engine(self._url, engine_options)
+        else:
+            self.engine = (
+                adopt_engine(engine)
+                if engine is not None
+                else create_engine(self._url, prepare=True, **engine_options)
+            )
         self.db_path = sqlite_path(self._url)
         # Holds an in-memory database alive while the store is open (closed by close()).
         self._memory_anchor = self.engine.raw_connection() if is_shared_memory(self._url) else None
         try:
-            ensure_schema(self.engine, auto_upgrade=auto_upgrade)
+            if not read_only:  # a read-only store is used as it is: never created or upgraded
+                ensure_schema(self.engine, auto_upgrade=auto_upgrade)
         except BaseException:
             self._release_engine(owned=engine is None)
             raise
@@ -225,6 +257,8 @@ class SessionDB(
 
     def _write(self, work: Callable[[Connection], T], operation: str) -> T:
         self._check_open()
+        if self.read_only:
+            raise sqlite3.OperationalError(READ_ONLY_ERROR)
         try:
             return self._uow.write_connection(work, operation)
         except sa_exc.StatementError as exc:
@@ -780,12 +814,6 @@ class SessionDB(
         require_str("key", key)
         optional_str("value", value)
         self._write(lambda db: meta.put(db, key, value), "setting metadata")
-
-    def vacuum(self) -> None:
-        """Checkpoint the WAL (TRUNCATE) and ``VACUUM`` the file (SQLite only)."""
-        self._check_open()
-        with self._lock:
-            maintenance.vacuum(self.engine)
 
     def maybe_auto_prune_and_vacuum(
         self,
