@@ -365,10 +365,20 @@ class AsyncSessionDB:
         role_filter: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
+        sort: str | None = None,
+        include_inactive: bool = False,
     ) -> list[dict[str, Any]]:
         """Awaitable :meth:`SessionDB.search_messages`."""
         return await self._read_call(
-            SessionDB.search_messages, query, source_filter, exclude_sources, role_filter, limit, offset
+            SessionDB.search_messages,
+            query,
+            source_filter,
+            exclude_sources,
+            role_filter,
+            limit,
+            offset,
+            sort,
+            include_inactive,
         )
 
     async def search_sessions(

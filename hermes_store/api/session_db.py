@@ -52,6 +52,7 @@ from hermes_store.repository import conversation, lineage, listing, messages, me
 from hermes_store.schema.migrate import ensure_schema
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters, search
+from hermes_store.search.order import search_order
 from hermes_store.search.plan import plan_search
 from hermes_store.search.sanitize import sanitize_fts5_query
 from hermes_store.uow.fork_safety import forget_in_child
@@ -783,12 +784,19 @@ class SessionDB(
         role_filter: Sequence[str] | None = None,
         limit: int = 20,
         offset: int = 0,
+        sort: str | None = None,
+        include_inactive: bool = False,
     ) -> list[dict[str, Any]]:
         """Full-text search over messages (content, tool name, tool-call JSON).
 
         Words go to the word index, CJK to the trigram index or a literal substring scan.
         Each hit has ``id, session_id, role, snippet, timestamp, tool_name, source, model,
         session_started, context``. Never raises on query syntax.
+
+        ``sort="newest"``/``"oldest"`` (any case, surrounding spaces ignored) orders the
+        hits by message time, relevance breaking ties; any other value keeps relevance
+        order. Messages taken back by a rewind are not hits unless ``include_inactive``;
+        messages archived by compaction are.
         """
         if not query:
             return []
@@ -799,8 +807,9 @@ class SessionDB(
         plan = plan_search(query)
         if plan.kind == "empty":
             return []
-        filters = SearchFilters(source_filter, exclude_sources, role_filter)
-        return self._query(lambda db: search(db, plan, filters, limit, offset))
+        order = search_order(sort)
+        filters = SearchFilters(source_filter, exclude_sources, role_filter, bool(include_inactive))
+        return self._query(lambda db: search(db, plan, filters, limit, offset, order))
 
     # --- metadata and maintenance ----------------------------------------------------
 

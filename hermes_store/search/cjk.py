@@ -1,6 +1,6 @@
 """Detect CJK text, which the word tokenizer cannot split and search must route elsewhere.
 
-The ranges are upstream's seven blocks plus the ones contract §4.10 adds: CJK Extensions
+The ranges are upstream's seven blocks plus the ones this store adds: CJK Extensions
 C to I, the compatibility ideographs, half-width katakana and the Hangul Jamo blocks.
 """
 

@@ -15,6 +15,7 @@ from hermes_store.db.backends import backend_for
 from hermes_store.db.execution import Bind, fetch_tuples
 from hermes_store.domain.codec import content_text_for_context, decode_content
 from hermes_store.search.filters import SearchFilters
+from hermes_store.search.order import SearchOrder
 from hermes_store.search.plan import SearchPlan
 
 __all__ = ["CONTEXT_CHARS", "SearchFilters", "attach_context", "find_hits", "search"]
@@ -23,21 +24,33 @@ CONTEXT_CHARS = 200
 
 
 def search(
-    db: Bind, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
+    db: Bind,
+    plan: SearchPlan,
+    filters: SearchFilters,
+    limit: int,
+    offset: int,
+    order: SearchOrder = "rank",
 ) -> list[dict[str, Any]]:
-    """``search_messages``: the hits of ``plan``, each with its ``context``."""
-    hits = find_hits(db, plan, replace(filters, backend=backend_for(db)), limit, offset)
+    """``search_messages``: the hits of ``plan`` in ``order``, each with its ``context``."""
+    hits = find_hits(db, plan, replace(filters, backend=backend_for(db)), limit, offset, order)
     attach_context(db, hits)
     return hits
 
 
 def find_hits(
-    db: Bind, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
+    db: Bind,
+    plan: SearchPlan,
+    filters: SearchFilters,
+    limit: int,
+    offset: int,
+    order: SearchOrder = "rank",
 ) -> list[dict[str, Any]]:
-    """The matching messages (without context) for ``plan``, in the session's dialect."""
+    """The matching messages (without context) for ``plan`` in ``order``, in the session's
+    dialect."""
     if plan.kind == "empty":
         return []
-    hits: list[dict[str, Any]] = backend_for(db).search_module().find_hits(db, plan, filters, limit, offset)
+    module = backend_for(db).search_module()
+    hits: list[dict[str, Any]] = module.find_hits(db, plan, filters, limit, offset, order)
     return hits
 
 

@@ -10,17 +10,24 @@ if TYPE_CHECKING:
     from hermes_store.db.backends import Backend
 
 
+SEARCHABLE_STATE = "(m.active = 1 OR m.compacted = 1)"
+"""Which messages a default search sees: live ones and those archived by compaction."""
+
+
 @dataclass(frozen=True)
 class SearchFilters:
     """Restrictions applied before ``LIMIT``/``OFFSET``.
 
     ``sources=[]`` matches nothing; ``exclude_sources=[]`` excludes nothing; an empty
-    ``roles`` applies no role filter (upstream's rules).
+    ``roles`` applies no role filter (upstream's rules). Unless ``include_inactive``, a
+    message must be live (``active = 1``) or archived by compaction (``compacted = 1``):
+    rewound messages, which the user took back, are never hits.
     """
 
     sources: Sequence[str] | None = None
     exclude_sources: Sequence[str] | None = None
     roles: Sequence[str] | None = None
+    include_inactive: bool = False
     backend: Backend | None = field(default=None, compare=False)
     """The store's backend: lists then bind as one value (:meth:`Backend.in_list`),
     which keeps the search statement on the lean execution path."""
@@ -38,6 +45,10 @@ class SearchFilters:
             parts.append(f"AND NOT ({condition})")
         if self.roles:
             parts.append("AND " + self._in("m.role", "roles", self.roles, params))
+        if not self.include_inactive:
+            # Tested on the row itself (no index holds the flags): nearly every message
+            # is live, so the condition never changes which index a plan reads.
+            parts.append(f"AND {SEARCHABLE_STATE}")
         return " ".join(parts), params
 
     def _in(self, expression: str, name: str, values: Sequence[str], params: dict[str, Any]) -> str:

@@ -25,7 +25,7 @@ from typing import Literal
 
 from hermes_store.domain.titles import escape_like
 from hermes_store.search.cjk import is_cjk_codepoint
-from hermes_store.search.sanitize import FTS5_OPERATORS, sanitize_fts5_query
+from hermes_store.search.sanitize import FTS5_OPERATORS, MAX_FTS5_QUERY_CHARS, sanitize_fts5_query
 
 __all__ = [
     "MIN_TRIGRAM_TERM",
@@ -38,8 +38,6 @@ __all__ = [
     "plan_search",
 ]
 
-MAX_QUERY_CHARS = 4096
-"""Longer queries are refused: FTS5's snippet() grows quadratically with matches per row."""
 MAX_QUERY_TERMS = 64
 """More terms are refused: each is a condition, and SQLite caps expression depth."""
 
@@ -56,8 +54,9 @@ _UNSPACED_SCRIPTS = ((0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF), (0x19
 _UNSAFE_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 # A balanced quoted phrase, a run of other non-space characters, or a stray quote.
 _ATOM = re.compile(r'"([^"]*)"|[^\s"]+|"')
-# FTS5 grouping characters mean nothing on the substring path and are never a search term.
-_GROUPING = str.maketrans("(){}^", "     ")
+# FTS5 grouping characters mean nothing on the substring path and are never a search term;
+# a colon separates terms there as it separates words in the sanitised word query.
+_GROUPING = str.maketrans("(){}^:", "      ")
 
 
 @dataclass(frozen=True)
@@ -103,21 +102,24 @@ def _is_substring_char(char: str) -> bool:
 
 
 def plan_search(query: str) -> SearchPlan:
-    """Choose the search path for ``query`` (upstream-behaviour §8.2, contract §4.1).
+    """Choose the search path for ``query``.
+
+    Only the first :data:`~hermes_store.search.sanitize.MAX_FTS5_QUERY_CHARS` characters
+    are read, on both paths.
 
     * Empty input, or input that leaves no term: ``empty``.
-    * More than 4,096 characters or 64 terms: ``ValueError`` (see the limits above).
+    * More than 64 terms: ``ValueError`` (see the limit above).
     * No CJK, unspaced-script or symbol character: ``fts`` with the sanitised query.
     * Otherwise a substring plan over the query's terms: balanced ``"quoted phrases"`` are
-      one term each (spaces included), other terms are split on whitespace, and upper-case
+      one term each (spaces included), other terms are split on whitespace and on ``:``
+      and the FTS5 grouping characters ``( ) { } ^``, and upper-case
       ``AND``/``OR``/``NOT`` are operators with FTS5's precedence (``NOT`` binds tightest,
       ``OR`` loosest; at either end, or several in a row, they are repaired as the
       sanitiser does).
     """
+    query = query[:MAX_FTS5_QUERY_CHARS]
     if not query.strip():
         return SearchPlan("empty")
-    if len(query) > MAX_QUERY_CHARS:
-        raise ValueError(f"search query too long ({len(query)} chars, max {MAX_QUERY_CHARS})")
     text = _UNSAFE_CHARS.sub(" ", query)
     if needs_substring_search(text):
         return _substring_plan(text)

@@ -2,14 +2,17 @@
 
 The function works in two passes.
 
-1. **Upstream's rewrite**, step for step (upstream-behaviour §8.1): balanced quoted
-   phrases are protected, ``+ { } ( ) " ^`` become spaces, ``*`` runs are collapsed and
-   loose stars dropped, one operator is dropped at each end, and dotted, hyphenated or
-   underscored compounds (``chat-send``, ``P2.2``, ``sp_new``) are quoted as phrases.
-   Whenever that output is a valid FTS5 query it is the final answer, so callers written
-   against upstream see the same strings.
-2. **Repair** (contract §4.2). The result is lexed the way FTS5 lexes it. When FTS5 would
-   reject it, or would read part of it as a column filter (``foo:bar``, ``-foo``), it is
+1. **Upstream's rewrite**, step for step: the input is cut to
+   :data:`MAX_FTS5_QUERY_CHARS` characters, balanced quoted phrases are protected (one
+   left-to-right pass pairs each quote with the next; an unpaired one becomes a space),
+   ``+ { } ( ) : " ^`` become spaces (so ``TODO: fix`` searches ``TODO fix`` and
+   ``foo:bar`` the two words ``foo bar``), ``*`` runs are collapsed and loose stars
+   dropped, one operator is dropped at each end, and dotted, hyphenated or underscored
+   compounds (``chat-send``, ``P2.2``, ``sp_new``) are quoted as phrases. Whenever that
+   output is a valid FTS5 query it is the final answer, so callers written against
+   upstream see the same strings.
+2. **Repair**. The result is lexed the way FTS5 lexes it. When FTS5 would
+   reject it, or would read part of it as a column filter (``-foo``), it is
    rebuilt: each whitespace-separated chunk that is not plain words, phrases and prefix
    stars becomes one quoted literal (or is dropped when it holds no letter or digit, like a
    lone ``-``), operators at either end are dropped, and of several operators in a row
@@ -28,7 +31,12 @@ from typing import Literal
 
 from hermes_store.search.cjk import is_cjk_codepoint
 
-__all__ = ["FTS5_OPERATORS", "sanitize_fts5_query"]
+__all__ = ["FTS5_OPERATORS", "MAX_FTS5_QUERY_CHARS", "sanitize_fts5_query"]
+
+MAX_FTS5_QUERY_CHARS = 2048
+"""Search queries are cut to this many characters before anything else reads them, as
+upstream Hermes does: no one types a longer query, and a bound keeps the cost of
+sanitising and matching a hostile one small."""
 
 FTS5_OPERATORS = frozenset({"AND", "OR", "NOT"})
 """The binary operators of the FTS5 query language; FTS5 only knows them in upper case."""
@@ -37,8 +45,7 @@ FTS5_OPERATORS = frozenset({"AND", "OR", "NOT"})
 # error there, and a lone surrogate cannot even be bound as UTF-8.
 _UNSAFE_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
-_QUOTED_PHRASE = re.compile(r'"[^"]*"')
-_STRIPPED_CHARS = re.compile(r'[+{}()"^]')
+_STRIPPED_CHARS = re.compile(r'[+{}():"^]')
 _STAR_RUN = re.compile(r"\*+")
 _LOOSE_STAR = re.compile(r"(^|\s)\*")
 _LEADING_OPERATOR = re.compile(r"^(?:AND|OR|NOT)\b\s*", re.IGNORECASE)
@@ -61,7 +68,7 @@ def sanitize_fts5_query(query: str) -> str:
     their meaning. When upstream Hermes' output for ``query`` is a valid FTS5 query, that
     output is returned unchanged; the module docstring says how the others are repaired.
     """
-    candidate = _upstream_rewrite(_UNSAFE_CHARS.sub(" ", query))
+    candidate = _upstream_rewrite(_UNSAFE_CHARS.sub(" ", query[:MAX_FTS5_QUERY_CHARS]))
     chunks = _lex(candidate)
     if not _is_valid([token for chunk in chunks for token in chunk]):
         candidate = _rebuild(chunks)
@@ -71,13 +78,7 @@ def sanitize_fts5_query(query: str) -> str:
 
 def _upstream_rewrite(text: str) -> str:
     """Upstream's six sanitising steps; ``text`` must not contain NUL."""
-    phrases: list[str] = []
-
-    def protect(match: re.Match[str]) -> str:
-        phrases.append(match.group(0))
-        return f"\x00Q{len(phrases) - 1}\x00"
-
-    text = _QUOTED_PHRASE.sub(protect, text)
+    text, phrases = _protect_phrases(text)
     text = _STRIPPED_CHARS.sub(" ", text)
     text = _STAR_RUN.sub("*", text)
     text = _LOOSE_STAR.sub(r"\1", text)
@@ -86,6 +87,32 @@ def _upstream_rewrite(text: str) -> str:
     text = _COMPOUND_TERM.sub(lambda match: f'"{match.group(0)}"', text)
     text = _PLACEHOLDER.sub(lambda match: phrases[int(match.group(1))], text)
     return text.strip()
+
+
+def _protect_phrases(text: str) -> tuple[str, list[str]]:
+    """``text`` with each balanced ``"phrase"`` replaced by a NUL-delimited placeholder,
+    and the phrases in order.
+
+    One pass from the left: a quote pairs with the next quote; a quote with none after it
+    becomes a space. Each character is looked at once, whatever runs of quotes the input
+    holds.
+    """
+    phrases: list[str] = []
+    pieces: list[str] = []
+    position = 0
+    while True:
+        opening = text.find('"', position)
+        if opening < 0:
+            pieces.append(text[position:])
+            break
+        closing = text.find('"', opening + 1)
+        if closing < 0:
+            pieces.append(text[position:opening] + " " + text[opening + 1 :])
+            break
+        phrases.append(text[opening : closing + 1])
+        pieces.append(f"{text[position:opening]}\x00Q{len(phrases) - 1}\x00")
+        position = closing + 1
+    return "".join(pieces), phrases
 
 
 def _is_bareword_char(char: str) -> bool:

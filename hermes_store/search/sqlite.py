@@ -8,7 +8,9 @@ Three query shapes, chosen by :func:`hermes_store.search.plan.plan_search`:
 * ``like`` — substrings with no term the trigram index can use: ``LIKE`` on every message.
 
 Both substring shapes return the newest hits first, so SQLite can stop reading the index
-as soon as a page is full.
+as soon as a page is full. Asked for time order (``newest``/``oldest``), every shape sorts
+its hits by ``timestamp`` first and keeps its own order for ties; such a search reads every
+hit, as upstream Hermes' does.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from hermes_store.db.sqlite_errors import (
 from hermes_store.repository.rows import fetch_dicts
 from hermes_store.schema.indexed_text import INDEXED_TEXT
 from hermes_store.search.filters import SearchFilters
+from hermes_store.search.order import SearchOrder
 from hermes_store.search.plan import MIN_TRIGRAM_TERM, SearchPlan, has_ascii_letter, like_pattern
 
 log = logging.getLogger(__name__)
@@ -53,11 +56,20 @@ def _fts_snippet(table: str) -> str:
     )
 
 
-def _fts_sql(where: str) -> str:
+def order_by(order: SearchOrder, by_relevance: str) -> str:
+    """The ``ORDER BY`` clause of ``order`` for a path whose own order is ``by_relevance``."""
+    if order == "newest":
+        return f"ORDER BY m.timestamp DESC, {by_relevance}"
+    if order == "oldest":
+        return f"ORDER BY m.timestamp ASC, {by_relevance}"
+    return f"ORDER BY {by_relevance}"
+
+
+def _fts_sql(where: str, order: SearchOrder) -> str:
     return (
         f"SELECT {_HIT_COLUMNS.format(snippet=_fts_snippet('messages_fts'))} FROM messages_fts "
         "JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_id "
-        f"WHERE messages_fts MATCH :match {where} ORDER BY rank LIMIT :limit OFFSET :offset"
+        f"WHERE messages_fts MATCH :match {where} {order_by(order, 'rank')} LIMIT :limit OFFSET :offset"
     )
 
 
@@ -105,50 +117,56 @@ def _contains(text: str, name: str, literal: bool) -> str:
     return f"{text} LIKE :{name} ESCAPE '\\'"
 
 
-def _trigram_sql(condition: str, where: str) -> str:
+def _trigram_sql(condition: str, where: str, order: SearchOrder) -> str:
     return (
         f"SELECT {_HIT_COLUMNS.format(snippet=_fts_snippet('messages_fts_trigram'))} "
         "FROM messages_fts_trigram JOIN messages m ON m.id = messages_fts_trigram.rowid "
         "JOIN sessions s ON s.id = m.session_id "
         f"WHERE messages_fts_trigram MATCH :match AND {condition} {where} "
-        "ORDER BY messages_fts_trigram.rowid DESC LIMIT :limit OFFSET :offset"
+        f"{order_by(order, 'messages_fts_trigram.rowid DESC')} LIMIT :limit OFFSET :offset"
     )
 
 
-def _like_sql(condition: str, where: str) -> str:
+def _like_sql(condition: str, where: str, order: SearchOrder) -> str:
     snippet = (
         f"substr(m.content, max(1, instr(m.content, :p_raw) - {LIKE_SNIPPET_BEFORE}), {LIKE_SNIPPET_CHARS})"
     )
     return (
         f"SELECT {_HIT_COLUMNS.format(snippet=snippet)} FROM messages m "
         f"JOIN sessions s ON s.id = m.session_id WHERE {condition} {where} "
-        "ORDER BY m.id DESC LIMIT :limit OFFSET :offset"
+        f"{order_by(order, 'm.id DESC')} LIMIT :limit OFFSET :offset"
     )
 
 
 def statement(
-    plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
+    plan: SearchPlan, filters: SearchFilters, limit: int, offset: int, order: SearchOrder = "rank"
 ) -> tuple[str, dict[str, Any]] | None:
-    """The SQL and parameters that run ``plan``, or ``None`` for an empty plan."""
+    """The SQL and parameters that run ``plan`` in ``order``, or ``None`` for an empty plan."""
     where, params = filters.sql()
     params |= {"limit": limit, "offset": offset}
     if plan.kind == "fts":
         params["match"] = plan.match
-        return _fts_sql(where), params
+        return _fts_sql(where, order), params
     if plan.kind == "trigram":
         params["match"] = plan.match
-        return _trigram_sql(substring_condition(plan, params), where), params
+        return _trigram_sql(substring_condition(plan, params), where, order), params
     if plan.kind == "like":
         params["p_raw"] = plan.like_terms[0]
-        return _like_sql(substring_condition(plan, params), where), params
+        return _like_sql(substring_condition(plan, params), where, order), params
     return None
 
 
 def find_hits(
-    db: orm.Session, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
+    db: orm.Session,
+    plan: SearchPlan,
+    filters: SearchFilters,
+    limit: int,
+    offset: int,
+    order: SearchOrder = "rank",
 ) -> list[dict[str, Any]]:
-    """The matching messages (without context) for ``plan``; ``[]`` on a query FTS5 rejects."""
-    built = statement(plan, filters, limit, offset)
+    """The matching messages (without context) for ``plan`` in ``order``; ``[]`` on a
+    query FTS5 rejects."""
+    built = statement(plan, filters, limit, offset, order)
     if built is None:
         return []
     sql, params = built

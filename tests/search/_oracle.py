@@ -558,9 +558,10 @@ def generate_queries(texts: list[str], per_class: int = 200) -> list[Query]:
                     *((glued,) if _has_han(glued) else (glued, han)),
                 )
             )
-        # Identifiers and paths: the phrase of their words.
+        # Identifiers and paths: the phrase of their words; a colon separates two phrases
+        # that must both occur (``C:\path`` is ``c`` and ``path``, anywhere).
         ident = rng.choice(IDENTIFIERS)
-        queries.append(_word_query("identifiers", ident, tuple(words(ident))))
+        queries.append(_word_query("identifiers", ident, *_colon_phrases(ident)))
         # Numbers with symbols: the phrase of their words.
         number = rng.choice(NUMBERS)
         queries.append(_word_query("numbers", number, tuple(words(number))))
@@ -578,6 +579,11 @@ def generate_queries(texts: list[str], per_class: int = 200) -> list[Query]:
         spaced = rng.choice(CYRILLIC + ARABIC + ACCENTED)
         queries.append(_word_query("cyrillic_arabic_accents", spaced, tuple(words(spaced))))
     return queries
+
+
+def _colon_phrases(text: str) -> tuple[tuple[str, ...], ...]:
+    """The phrases of ``text``'s words between its colons, which the search strips."""
+    return tuple(tuple(words(part)) for part in text.split(":") if words(part))
 
 
 def _has_han(text: str) -> bool:

@@ -8,6 +8,7 @@ FTS5 table checks both that the output parses and that the message is found.
 from __future__ import annotations
 
 import sqlite3
+import time
 import unicodedata
 
 import pytest
@@ -17,13 +18,12 @@ from hypothesis import strategies as st
 # Upstream-behaviour §8.1, rows whose upstream output FTS5 accepts: kept byte for byte.
 from support import UPSTREAM_SANITIZER_ROWS as UPSTREAM_ROWS
 
-from hermes_store.search.sanitize import sanitize_fts5_query
+from hermes_store.search.sanitize import MAX_FTS5_QUERY_CHARS, sanitize_fts5_query
 
 # Rows whose upstream output FTS5 rejects: (query, upstream output, our output, a message
 # the query must find). The first four are contract §4.2. Upstream's outputs for "a-b-"
 # and "user_id=5" are FTS5 syntax errors too, so they are repaired the same way.
 REPAIRED_ROWS = [
-    ("foo:bar", "foo:bar", '"foo:bar"', "foo bar"),
     ("-foo", "-foo", '"-foo"', "foo bar"),
     ("hello - world", "hello - world", "hello world", "hello world"),
     ("a AND OR b", "a AND OR b", "a OR b", "a b"),
@@ -37,9 +37,9 @@ REPAIR_EXAMPLES = [
     ("a AND NOT b", "a NOT b"),
     ("AND OR x", "x"),
     ("x AND* y", 'x "AND"* y'),
-    ("content:foo", '"content:foo"'),
-    ("foo:bar*", '"foo:bar"*'),
-    ('"my phrase":x', '"my phrase:x"'),
+    ("content:foo", "content foo"),
+    ("foo:bar*", "foo bar*"),
+    ('"my phrase":x', '"my phrase" x'),
     ("it's", '"it\'s"'),
     ("50%", '"50%"'),
     ("a , b", "a b"),
@@ -47,10 +47,24 @@ REPAIR_EXAMPLES = [
     ("a.b", '"a.b"'),
     ('"a"AND', '"a"'),
     ("NEAR(a b)", "NEAR a b"),
-    ("x:y:z OR w", '"x:y:z" OR w'),
+    ("x:y:z OR w", "x y z OR w"),
     ('""', ""),
     ("_", ""),
     ("hello\x0bworld", "hello world"),
+]
+
+# Upstream's newer rules: ``:`` is stripped like the other FTS5 syntax characters (a colon
+# query was a column filter, an error, and so no hits), except inside a quoted phrase.
+COLON_ROWS = [
+    ("foo:bar", "foo bar"),
+    ("TODO: fix", "TODO  fix"),
+    ("error:timeout", "error timeout"),
+    ("a:b:c", "a b c"),
+    (":leading", "leading"),
+    ("trailing:", "trailing"),
+    ('"x:y" z', '"x:y" z'),
+    ("foo:bar-baz", 'foo "bar-baz"'),
+    ("::", ""),
 ]
 
 DOCUMENTS = [
@@ -113,6 +127,61 @@ def test_repair_examples(query: str, expected: str) -> None:
     assert sanitized == expected
     if sanitized:
         _matches(_SHARED, sanitized)
+
+
+@pytest.mark.parametrize(("query", "expected"), COLON_ROWS)
+def test_colon_is_stripped(query: str, expected: str) -> None:
+    sanitized = sanitize_fts5_query(query)
+
+    assert sanitized == expected
+    if sanitized:
+        _matches(_SHARED, sanitized)
+
+
+def test_colon_query_finds_the_words_apart() -> None:
+    connection = _fts_table("TODO fix the deployment script", "TODO later", "fix it")
+
+    assert _matches(connection, sanitize_fts5_query("TODO: fix")) == ["TODO fix the deployment script"]
+    assert _matches(connection, sanitize_fts5_query("fix:TODO")) == ["TODO fix the deployment script"]
+
+
+def test_input_is_cut_to_max_chars_first() -> None:
+    assert MAX_FTS5_QUERY_CHARS == 2048
+    kept = "a " * (MAX_FTS5_QUERY_CHARS // 2)
+
+    assert sanitize_fts5_query(kept + "zebra") == kept.strip()
+    # A quote that pairs only with one past the cut is unmatched, so it becomes a space.
+    cut_phrase = "x" * (MAX_FTS5_QUERY_CHARS - 3) + ' "a b"'
+    assert sanitize_fts5_query(cut_phrase) == "x" * (MAX_FTS5_QUERY_CHARS - 3) + "  a"
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ('"a" "b" "c', '"a" "b"  c'),
+        ('say "one two" and "three', 'say "one two" and  three'),
+        ('"""', ""),
+        ('""x""', '""x""'),
+        ('a"b"c', 'a"b"c'),
+    ],
+)
+def test_quotes_pair_from_the_left(query: str, expected: str) -> None:
+    """Each quote pairs with the next one; one left without a partner becomes a space."""
+    sanitized = sanitize_fts5_query(query)
+
+    assert sanitized == expected
+    if sanitized:
+        _matches(_SHARED, sanitized)
+
+
+def test_hostile_quote_runs_are_bounded_in_time() -> None:
+    query = ('"' * 100_000) + ("a." * 100_000) + ("*" * 100_000)
+
+    started = time.perf_counter()
+    sanitized = sanitize_fts5_query(query)
+
+    assert time.perf_counter() - started < 0.5
+    assert len(sanitized) <= 2 * MAX_FTS5_QUERY_CHARS
 
 
 def test_not_in_the_middle_keeps_its_meaning() -> None:

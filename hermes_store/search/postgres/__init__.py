@@ -36,16 +36,22 @@ from typing import Any
 from sqlalchemy import orm
 
 from hermes_store.search.filters import SearchFilters
+from hermes_store.search.order import SearchOrder
 from hermes_store.search.plan import SearchPlan
 from hermes_store.search.postgres.substrings import substring_hits
 from hermes_store.search.postgres.words import word_hits
 
 
 def find_hits(
-    db: orm.Session, plan: SearchPlan, filters: SearchFilters, limit: int, offset: int
+    db: orm.Session,
+    plan: SearchPlan,
+    filters: SearchFilters,
+    limit: int,
+    offset: int,
+    order: SearchOrder = "rank",
 ) -> list[dict[str, Any]]:
-    """The matching messages (without context) for ``plan`` on PostgreSQL."""
+    """The matching messages (without context) for ``plan`` on PostgreSQL, in ``order``."""
     params: dict[str, Any] = {"limit": limit, "offset": offset}
     if plan.kind == "fts" and plan.match:
-        return word_hits(db, plan.match, filters, limit, offset)
-    return substring_hits(db, plan, filters, params)
+        return word_hits(db, plan.match, filters, limit, offset, order)
+    return substring_hits(db, plan, filters, params, order)

@@ -21,6 +21,7 @@ from hermes_store.search.id_buckets import (
     split_by_bucket,
     splits_by_bucket,
 )
+from hermes_store.search.order import SearchOrder
 from hermes_store.search.plan import SearchPlan
 from hermes_store.search.postgres.capabilities import (
     STORED_CJK_GRAMS,
@@ -49,9 +50,14 @@ SECOND_SUBSTRING_WINDOW = 8 * FIRST_SUBSTRING_WINDOW
 
 
 def substring_hits(
-    db: orm.Session, plan: SearchPlan, filters: SearchFilters, params: dict[str, Any]
+    db: orm.Session,
+    plan: SearchPlan,
+    filters: SearchFilters,
+    params: dict[str, Any],
+    order: SearchOrder = "rank",
 ) -> list[dict[str, Any]]:
-    """Like/trigram hits, newest first: the newest window of ids, then the rest.
+    """Like/trigram hits, newest first: the newest window of ids, then the rest (in time
+    order instead when ``order`` asks for it: see :data:`TIME_ORDER`).
 
     Hits are ordered by id, so the newest window of :data:`FIRST_SUBSTRING_WINDOW` ids is
     searched first; when it holds fewer than ``offset + limit`` hits, every older message
@@ -110,6 +116,14 @@ def substring_hits(
     if not terms:
         return []
     source, where = filtered_source(filters, params)
+    if order != "rank":
+        # Every hit is read, looked up in the indexes by the form of the condition that
+        # reads the whole store (a message's timestamp need not follow its id, so no
+        # window of ids holds the first hits in time).
+        need = params["offset"] + params["limit"]
+        bounds = {"floor": 0, "ceiling": int(newest), "need": need}
+        found = _substring_page(db, source, condition, where, {**params, **bounds}, None, TIME_ORDER[order])
+        return _with_snippets(found[params["offset"] :], plan, terms[0])
     # The bounded windows' form of a narrowed search (the others use ``condition`` only).
     checked, checked_params = condition, params
     if narrowed:
@@ -151,9 +165,22 @@ def substring_hits(
     if len(hits) < wanted and floor > 0:
         found, floor = window(floor, 0, False)
         hits += found
-    page = hits[params["offset"] : wanted]
+    return _with_snippets(hits[params["offset"] : wanted], plan, terms[0])
+
+
+TIME_ORDER: dict[SearchOrder, str] = {
+    "rank": "m.id DESC",
+    "newest": "m.timestamp DESC, m.id DESC",
+    "oldest": "m.timestamp ASC, m.id DESC",
+}
+"""Each order's ``ORDER BY`` on the substring path: newest id first, or by timestamp with
+that order for ties (as on SQLite)."""
+
+
+def _with_snippets(page: list[dict[str, Any]], plan: SearchPlan, first_term: str) -> list[dict[str, Any]]:
+    """``page`` with each hit's content (read as ``snippet``) cut to its snippet."""
     for hit in page:
-        hit["snippet"] = substring_snippet(hit["snippet"], terms[0], marked=plan.kind == "trigram")
+        hit["snippet"] = substring_snippet(hit["snippet"], first_term, marked=plan.kind == "trigram")
     return page
 
 
@@ -210,12 +237,13 @@ def _substring_page(
     where: str,
     params: dict[str, Any],
     arms: list[tuple[int, int, int]] | None = None,
+    ordered_by: str = TIME_ORDER["rank"],
 ) -> list[dict[str, Any]]:
     def newest_hits(bounds: str) -> str:
         return f"""
         SELECT m.id FROM {source}
         WHERE {condition} AND {bounds} {where}
-        ORDER BY m.id DESC
+        ORDER BY {ordered_by}
         LIMIT :need"""
 
     found = newest_hits(WINDOW_BOUNDS)
@@ -226,7 +254,7 @@ def _substring_page(
     WITH hits AS ({found})
     SELECT {PAGE_COLUMNS.format(snippet="m.content")}
     FROM hits JOIN messages m ON m.id = hits.id JOIN sessions s ON s.id = m.session_id
-    ORDER BY m.id DESC
+    ORDER BY {ordered_by}
     """
     return fetch_dicts(db, sql, params, content_keys=("snippet",))
 

@@ -22,6 +22,7 @@ from hermes_store.search.id_buckets import (
     split_by_bucket,
     splits_by_bucket,
 )
+from hermes_store.search.order import SearchOrder
 from hermes_store.search.postgres.capabilities import (
     COMPUTED_TSVECTOR,
     STORED_TSVECTOR,
@@ -59,9 +60,15 @@ at once."""
 
 
 def word_hits(
-    db: orm.Session, match: str, filters: SearchFilters, limit: int, offset: int
+    db: orm.Session,
+    match: str,
+    filters: SearchFilters,
+    limit: int,
+    offset: int,
+    order: SearchOrder = "rank",
 ) -> list[dict[str, Any]]:
-    """Word hits, best first among the newest matches, in two steps.
+    """Word hits, best first among the newest matches, in two steps (in time order
+    instead when ``order`` asks for it: :func:`_hits_by_time`).
 
     Ranking reads every ranked match's ``tsvector``, so ranking all matches of a common
     word would cost what the store holds. Instead the matches among the newest
@@ -97,6 +104,9 @@ def word_hits(
     newest = newest_id_with_search_memory(db)
     if newest is None:
         return []
+    if order != "rank":
+        page = _hits_by_time(db, vector, query, source, where, params, order, wanted)[offset:]
+        return _word_page(db, query, params, page) if page else []
 
     def ranked(matched: str, newest_slice: bool, narrowed_by: str = "", bounds: str = WINDOW_BOUNDS) -> str:
         # The tsquery is written out where it is used (not read from a CTE) so the planner
@@ -171,6 +181,43 @@ def word_hits(
     if not page:
         return []
     return _word_page(db, query, params, page)
+
+
+def _hits_by_time(
+    db: orm.Session,
+    vector: str,
+    query: str,
+    source: str,
+    where: str,
+    params: dict[str, Any],
+    order: SearchOrder,
+    wanted: int,
+) -> list[tuple[Any, ...]]:
+    """The first ``wanted`` matches in time ``order`` (``newest``/``oldest``), best rank
+    first among equal timestamps, as ``(id, score)``.
+
+    Time order is the order of ``timestamp``, which no index beside the words' holds, so
+    every match is read (the GIN index names them): the cost grows with the matches, as
+    on SQLite. The id windows of relevance order cannot stand in for it: a message's
+    timestamp need not follow its id (a caller may give one; compaction keeps the
+    originals'). Only the matches in the first ``wanted`` timestamps (ties kept) are
+    ranked, so ``ts_rank`` reads a page's vectors, not every match's.
+    """
+    direction = "DESC" if order == "newest" else "ASC"
+    sql = f"""
+        WITH first_hits AS (
+            SELECT m.id FROM {source}
+            WHERE {vector} @@ {query} {where}
+            ORDER BY m.timestamp {direction}
+            FETCH FIRST (:wanted) ROWS WITH TIES
+        )
+        SELECT m.id, ts_rank({vector}, {query}) AS score, m.timestamp
+        FROM first_hits JOIN messages m ON m.id = first_hits.id
+    """
+    rows = fetch_tuples(db, sql, {**params, "wanted": wanted})
+    sign = -1 if order == "newest" else 1
+    rows.sort(key=lambda row: (sign * float(row[2]), -float(row[1]), -int(row[0])))
+    return [(row[0], row[1]) for row in rows[:wanted]]
 
 
 WORD_PAIRS = f"hermes_word_pairs({STORED_TSVECTOR})"
