@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import ClassVar
 
 from sqlalchemy.engine import Connection
@@ -54,7 +55,7 @@ class HygieneMethods(FacadeBase):
             for start in range(0, len(wanted), session_rows.DELETE_BATCH):
                 batch = wanted[start : start + session_rows.DELETE_BATCH]
                 existing, delegates = self._write(
-                    lambda db, batch=batch: hygiene.delete_requested(db, batch, requested),  # type: ignore[misc]
+                    partial(hygiene.delete_requested, ids=batch, requested=requested),
                     "deleting sessions",
                 )
                 deleted += len(existing)
