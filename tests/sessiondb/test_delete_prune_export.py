@@ -1,5 +1,6 @@
 """delete_session, prune_sessions, prune_empty_ghost_sessions (with transcript files) and
-export_session / export_all."""
+export_session / export_all. Delegate sub-agents and the bulk and clean-up deletes are in
+test_hygiene.py."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ SESSION_KEYS = {
     "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens",
     "billing_provider", "billing_base_url", "billing_mode", "estimated_cost_usd",
     "actual_cost_usd", "cost_status", "cost_source", "pricing_version", "title", "api_call_count",
+    # Upstream's schema 17 columns.
+    "session_key", "chat_id", "chat_type", "thread_id", "cwd", "git_branch", "git_repo_root",
+    "handoff_state", "handoff_platform", "handoff_error", "compression_failure_cooldown_until",
+    "compression_failure_error", "rewind_count", "archived",
 }  # fmt: skip
 DAY = 86400.0
 
@@ -182,6 +187,19 @@ def test_prune_removes_old_ended_sessions_only(db, make_session, now):
     assert db.get_session("old-ended") is None
     assert db.get_messages("old-ended") == []
     assert {row["id"] for row in db.search_sessions()} == {"old-live", "new-ended"}
+
+
+def test_prune_takes_archived_sessions_too(db, make_session, raw, now):
+    make_session("archived-old", started=now - 120 * DAY, ended=now - 119 * DAY, reason="user_exit")
+    raw.execute("UPDATE sessions SET archived = 1 WHERE id = ?", ("archived-old",))
+    assert db.prune_sessions() == 1
+    assert db.get_session("archived-old") is None
+
+
+def test_delete_session_answers_a_strict_bool(db, make_session):
+    make_session("s", started=1.0)
+    assert db.delete_session("s") is True
+    assert db.delete_session("s") is False
 
 
 def test_prune_measures_age_from_start_not_end(db, make_session, now):
