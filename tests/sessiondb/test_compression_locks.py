@@ -209,6 +209,31 @@ def test_threads_racing_for_one_lease_have_exactly_one_winner(store: SessionDB) 
     assert (store.get_compression_lock_holder("contended") or "").startswith("thread-")
 
 
+def test_threads_racing_for_an_expired_lease_have_exactly_one_winner(store: SessionDB, raw: Any) -> None:
+    assert store.try_acquire_compression_lock("contended", "crashed") is True
+    raw.execute(
+        "UPDATE compression_locks SET expires_at = ? WHERE session_id = ?", (time.time() - 1, "contended")
+    )
+    contenders = 6
+    start = threading.Barrier(contenders)
+    results: list[bool] = []
+    guard = threading.Lock()
+
+    def contend(holder: str) -> None:
+        start.wait()
+        won = store.try_acquire_compression_lock("contended", holder)
+        with guard:
+            results.append(won)
+
+    threads = [threading.Thread(target=contend, args=(f"thread-{n}",)) for n in range(contenders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(results) == [False] * (contenders - 1) + [True]
+    assert (store.get_compression_lock_holder("contended") or "").startswith("thread-")
+
+
 def _acquire_in_child(url: str, holder: str, start: Any, answers: Any) -> None:
     store = SessionDB(url=url)
     try:

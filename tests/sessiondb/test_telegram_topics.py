@@ -3,6 +3,7 @@ the user's sessions not yet bound to a topic."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -335,3 +336,77 @@ def test_unlinked_sessions_limit_and_id_coercion(store: SessionDB, make_session:
     assert store.list_unlinked_telegram_sessions_for_user(chat_id=1001, user_id=42, limit=0) == []
     with pytest.raises(ValueError, match="limit"):
         store.list_unlinked_telegram_sessions_for_user(chat_id=1001, user_id=42, limit=-1)
+
+
+# --- concurrent binding --------------------------------------------------------------------------
+
+
+def test_a_session_bound_by_a_concurrent_writer_is_refused(store: SessionDB, api: str) -> None:
+    """Another writer binds the session to another topic between this call's check and its
+    insert: the call still refuses with the ``ValueError`` (on PostgreSQL through the
+    session's unique index, as the check ran before the other writer committed)."""
+    if api == "async":
+        pytest.skip("holds a transaction open on the sync engine")
+    from sqlalchemy import insert
+
+    from hermes_store.schema.models import TelegramTopicBinding
+
+    store.create_session("s1", "telegram")
+    outcome: list[BaseException | None] = []
+    other_writer = store.engine.connect()
+    transaction = other_writer.begin()
+    try:
+        other_writer.execute(
+            insert(TelegramTopicBinding).values(
+                chat_id="c1",
+                thread_id="t1",
+                user_id="u1",
+                session_key="k",
+                session_id="s1",
+                linked_at=1.0,
+                updated_at=1.0,
+            )
+        )
+
+        def bind_elsewhere() -> None:
+            try:
+                bind(store, "c1", "t2", "s1")
+                outcome.append(None)
+            except BaseException as exc:  # the thread reports whatever it met
+                outcome.append(exc)
+
+        binder = threading.Thread(target=bind_elsewhere)
+        binder.start()
+        time.sleep(0.3)  # the binder is now waiting for the other writer
+        transaction.commit()
+        binder.join(30)
+    finally:
+        other_writer.close()
+    assert len(outcome) == 1 and isinstance(outcome[0], ValueError)
+    assert str(outcome[0]) == "session is already linked to another Telegram topic"
+    assert [b["thread_id"] for b in store.list_telegram_topic_bindings_for_chat(chat_id="c1")] == ["t1"]
+
+
+def test_threads_binding_one_session_to_different_topics(store: SessionDB) -> None:
+    store.create_session("s1", "telegram")
+    binders = 6
+    start = threading.Barrier(binders)
+    refused: list[int] = []
+    guard = threading.Lock()
+
+    def bind_topic(n: int) -> None:
+        start.wait()
+        try:
+            bind(store, "c1", f"t{n}", "s1")
+        except ValueError:
+            with guard:
+                refused.append(n)
+
+    threads = [threading.Thread(target=bind_topic, args=(n,)) for n in range(binders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    (bound,) = store.list_telegram_topic_bindings_for_chat(chat_id="c1")
+    assert len(refused) == binders - 1
+    assert bound["thread_id"] not in {f"t{n}" for n in refused}
