@@ -288,22 +288,34 @@ class AsyncSessionDB:
         self,
         source: str | None = None,
         exclude_sources: Sequence[str] | None = None,
+        cwd_prefix: str | None = None,
         limit: int = 20,
         offset: int = 0,
         include_children: bool = False,
+        min_message_count: int = 0,
         project_compression_tips: bool = True,
         order_by_last_active: bool = False,
+        include_archived: bool = False,
+        archived_only: bool = False,
+        id_query: str | None = None,
+        search_query: str | None = None,
     ) -> list[dict[str, Any]]:
         """Awaitable :meth:`SessionDB.list_sessions_rich`."""
         return await self._read_call(
             SessionDB.list_sessions_rich,
             source,
             exclude_sources,
+            cwd_prefix,
             limit,
             offset,
             include_children,
+            min_message_count,
             project_compression_tips,
             order_by_last_active,
+            include_archived,
+            archived_only,
+            id_query,
+            search_query,
         )
 
     async def maybe_auto_prune_and_vacuum(
@@ -387,9 +399,27 @@ class AsyncSessionDB:
         """Awaitable :meth:`SessionDB.search_sessions`."""
         return await self._read_call(SessionDB.search_sessions, source, limit, offset)
 
-    async def session_count(self, source: str | None = None) -> int:
+    async def session_count(
+        self,
+        source: str | None = None,
+        cwd_prefix: str | None = None,
+        min_message_count: int = 0,
+        include_archived: bool = False,
+        archived_only: bool = False,
+        exclude_children: bool = False,
+        exclude_sources: Sequence[str] | None = None,
+    ) -> int:
         """Awaitable :meth:`SessionDB.session_count`."""
-        return await self._read_call(SessionDB.session_count, source)
+        return await self._read_call(
+            SessionDB.session_count,
+            source,
+            cwd_prefix,
+            min_message_count,
+            include_archived,
+            archived_only,
+            exclude_children,
+            exclude_sources,
+        )
 
     async def set_meta(self, key: str, value: str | None) -> None:
         """Awaitable :meth:`SessionDB.set_meta`."""

@@ -22,6 +22,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 
 from hermes_store.admin import maintenance
 from hermes_store.admin.transcripts import remove_transcripts
+from hermes_store.api.features.archive import ArchiveMethods
 from hermes_store.api.features.base import FacadeBase
 from hermes_store.api.features.compaction import CompactionMethods
 from hermes_store.api.features.compression_locks import CompressionLockMethods
@@ -32,6 +33,7 @@ from hermes_store.api.features.hygiene import HygieneMethods
 from hermes_store.api.features.message_views import MessageViewMethods
 from hermes_store.api.features.rewind import RewindMethods
 from hermes_store.api.features.session_meta import SessionMetaMethods
+from hermes_store.api.features.session_search import SessionLookupMethods
 from hermes_store.api.features.telegram_topics import TelegramTopicMethods
 from hermes_store.api.features.workspace import WorkspaceMethods
 from hermes_store.db.engine import (
@@ -68,7 +70,20 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_SESSION_KEYWORDS = frozenset({"model", "model_config", "system_prompt", "user_id", "parent_session_id"})
+_SESSION_KEYWORDS = frozenset(
+    {
+        "model",
+        "model_config",
+        "system_prompt",
+        "user_id",
+        "parent_session_id",
+        "session_key",
+        "chat_id",
+        "chat_type",
+        "thread_id",
+        "cwd",
+    }
+)
 
 
 WritePlan = tuple[Callable[[Connection], Any], str]
@@ -137,6 +152,8 @@ class SessionDB(
     GatewayPeerMethods,
     HandoffMethods,
     TelegramTopicMethods,
+    ArchiveMethods,
+    SessionLookupMethods,
     FtsMaintenanceMethods,
     FacadeBase,
 ):
@@ -315,7 +332,7 @@ class SessionDB(
             raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
         require_str("session_id", session_id)
         require_str("source", source)
-        for name in ("model", "system_prompt", "user_id", "parent_session_id"):
+        for name in _SESSION_KEYWORDS - {"model_config"}:
             optional_str(name, fields.get(name))
         values = dict(fields)
         values["model_config"] = codec.encode_json(values.get("model_config"))
@@ -325,18 +342,21 @@ class SessionDB(
         return session_id
 
     def create_session(self, session_id: str, source: str, **kwargs: Any) -> str:
-        """Create a session (``INSERT OR IGNORE``: an existing row is left as it is).
+        """Create a session, or fill in the missing details of an existing one.
 
         Keywords: ``model``, ``model_config`` (dict, stored as JSON), ``system_prompt``,
-        ``user_id``, ``parent_session_id``. Returns ``session_id``. A parent that does not
-        exist raises ``sqlite3.IntegrityError``.
+        ``user_id``, ``parent_session_id``, ``session_key``, ``chat_id``, ``chat_type``,
+        ``thread_id``, ``cwd``; any other raises ``TypeError``. When the session exists,
+        each of those except ``user_id`` is stored only where the row still has none;
+        ``source``, ``user_id`` and ``started_at`` never change. Returns ``session_id``.
+        A parent that does not exist raises ``sqlite3.IntegrityError``.
         """
         return self._insert_session(session_id, source, kwargs)
 
     def ensure_session(
         self, session_id: str, source: str = "unknown", model: str | None = None, **kwargs: Any
     ) -> str:
-        """Create the session if it is missing, never overwriting one; returns its id."""
+        """:meth:`create_session` with ``source`` defaulting to ``"unknown"``; returns the id."""
         return self._insert_session(session_id, source, {"model": model, **kwargs})
 
     def end_session(self, session_id: str, end_reason: str) -> None:
@@ -433,7 +453,9 @@ class SessionDB(
     def set_session_title(self, session_id: str, title: str | None) -> bool:
         """Set (or, with an empty title, clear) a session's title; ``False`` if no session.
 
-        Raises ``ValueError`` for a title over 100 characters or one another session holds.
+        A title held by a session this one continues after compression moves here (the
+        ancestor's title is cleared in the same transaction). Raises ``ValueError`` for a
+        title over 100 characters or one any other session holds.
         """
         clean = sanitize_title(title)
         return self._write(lambda db: sessions.set_title(db, session_id, clean), "setting a title")
@@ -458,11 +480,20 @@ class SessionDB(
     # --- lineage ---------------------------------------------------------------------
 
     def get_compression_tip(self, session_id: str) -> str:
-        """The latest continuation reached through compression splits, or the input."""
+        """The live end of the conversation ``session_id`` belongs to, or the input.
+
+        Each step goes from a session that ended by compression to its best child, leaving
+        out branches, delegates and tool runs: one that itself ended by compression, else
+        a live one, else any; then the most recently active, latest started, greatest id.
+        A session seen before ends the walk, as do 100 steps.
+        """
         return self._query(lambda db: lineage.compression_tip(db, session_id))
 
     def resolve_resume_session_id(self, session_id: str) -> str:
-        """The session to resume: itself if it has messages, else its first descendant that does."""
+        """The session to resume: from the compression tip, the deepest session holding
+        messages down the line of latest-started children (no branches, delegates or tool
+        runs; at most 32), else the tip. A falsy input, or a failing read, returns the
+        input."""
         if not session_id:
             return session_id
         try:
@@ -691,20 +722,47 @@ class SessionDB(
         self,
         source: str | None = None,
         exclude_sources: Sequence[str] | None = None,
+        cwd_prefix: str | None = None,
         limit: int = 20,
         offset: int = 0,
         include_children: bool = False,
+        min_message_count: int = 0,
         project_compression_tips: bool = True,
         order_by_last_active: bool = False,
+        include_archived: bool = False,
+        archived_only: bool = False,
+        id_query: str | None = None,
+        search_query: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Sessions with ``preview`` and ``last_active``, newest first (see upstream §7.6).
+        """Sessions with ``preview`` and ``last_active``, latest started first.
 
-        Child sessions other than branches are hidden unless ``include_children``. A
-        session split by compression is shown with its latest continuation's details.
+        Only roots and branches are listed unless ``include_children``; sessions tagged as
+        delegates never are. Archived sessions are left out (``include_archived``: listed
+        too; ``archived_only``: only they). ``cwd_prefix`` keeps sessions whose working
+        directory is that folder or below it; ``min_message_count`` those with at least
+        that many live messages. A session split by compression is shown with its latest
+        continuation's details (and ``_lineage_root_id``) unless
+        ``project_compression_tips`` is false. ``order_by_last_active`` orders by the
+        latest activity anywhere in each conversation, and only then do ``id_query`` (part
+        of a session id) and ``search_query`` (part of a title or id; ``an94`` finds
+        ``AN-94``) filter, matching any session of the conversation.
         """
         require_count("limit", limit)
         require_count("offset", offset)
-        filters = listing.ListingFilter(source, exclude_sources, include_children)
+        require_count("min_message_count", min_message_count)
+        optional_str("cwd_prefix", cwd_prefix)
+        optional_str("id_query", id_query)
+        optional_str("search_query", search_query)
+        filters = listing.ListingFilter(
+            source,
+            exclude_sources,
+            include_children,
+            cwd_prefix=cwd_prefix,
+            min_message_count=min_message_count,
+            include_archived=include_archived,
+            archived_only=archived_only,
+        )
+        match = listing.ChainMatch(id_query or "", search_query or "")
         return self._query(
             lambda db: listing.rich_listing(
                 db,
@@ -713,6 +771,7 @@ class SessionDB(
                 offset,
                 order_by_last_active=order_by_last_active,
                 project_compression_tips=project_compression_tips and not include_children,
+                match=match,
             )
         )
 
@@ -724,9 +783,33 @@ class SessionDB(
         require_count("offset", offset)
         return self._query(lambda db: listing.by_last_active(db, source, limit, offset))
 
-    def session_count(self, source: str | None = None) -> int:
-        """Number of sessions (of one source when given)."""
-        return self._query(lambda db: sessions.count(db, source))
+    def session_count(
+        self,
+        source: str | None = None,
+        cwd_prefix: str | None = None,
+        min_message_count: int = 0,
+        include_archived: bool = False,
+        archived_only: bool = False,
+        exclude_children: bool = False,
+        exclude_sources: Sequence[str] | None = None,
+    ) -> int:
+        """Number of sessions, archived ones left out unless ``include_archived`` (or
+        ``archived_only``: only they). The filters are :meth:`list_sessions_rich`'s;
+        ``exclude_children`` counts only the sessions it lists by default (roots and
+        branches, no delegates), so that a count matches its pages.
+        """
+        require_count("min_message_count", min_message_count)
+        optional_str("cwd_prefix", cwd_prefix)
+        filters = listing.ListingFilter(
+            source,
+            exclude_sources,
+            include_children=not exclude_children,
+            cwd_prefix=cwd_prefix,
+            min_message_count=min_message_count,
+            include_archived=include_archived,
+            archived_only=archived_only,
+        )
+        return self._query(lambda db: listing.count(db, filters))
 
     def message_count(self, session_id: str | None = None) -> int:
         """Number of stored messages (of one session when given), inactive ones included."""

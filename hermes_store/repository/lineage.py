@@ -1,10 +1,11 @@
 """Session lineage through ``parent_session_id``: ancestors, descendants, compression tips.
 
-Three kinds of child exist: a *compression continuation* (parent ended with
-``'compression'``, child started at or after the parent ended), a *branch* (parent ended
-with ``'branched'``, same timing) and a *delegate* (started while the parent was live).
-The walks are recursive CTEs written in SQL both SQLite and PostgreSQL run, bounded in
-depth so a corrupt cycle cannot loop forever.
+Three kinds of child exist: a *branch* (a ``_branched_from`` marker in its
+``model_config``, or, from before the marker, a parent that ended ``'branched'`` before the
+child started), a *delegate* (a ``_delegate_from`` marker) and a *compression
+continuation* (any other child of a parent that ended with ``'compression'``, except tool
+runs). See :mod:`hermes_store.repository.markers`. Every walk is bounded in depth or
+stops at a session it has seen, so a corrupt cycle cannot loop forever.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from hermes_store.db.backends import backend_for
 from hermes_store.db.execution import Bind, fetch_tuples
+from hermes_store.repository import markers
 
 MAX_DEPTH = 100
 MAX_RESUME_DEPTH = 32
@@ -62,25 +64,6 @@ _DESCENDANTS = """
     ORDER BY depth, s.started_at, s.id
     """
 
-# One step = the latest-started continuation of a session that ended by compression.
-_COMPRESSION_TIP = """
-    WITH RECURSIVE chain(id, depth) AS (
-        SELECT id, 0 FROM sessions WHERE id = :session_id
-        UNION ALL
-        SELECT (
-            SELECT c.id FROM sessions c JOIN sessions p ON p.id = c.parent_session_id
-            WHERE c.parent_session_id = chain.id
-              AND p.end_reason = 'compression'
-              AND c.started_at >= p.ended_at
-            ORDER BY c.started_at DESC, c.id DESC
-            LIMIT 1
-        ), depth + 1
-        FROM chain
-        WHERE chain.id IS NOT NULL AND depth < :max_depth
-    )
-    SELECT id FROM chain WHERE id IS NOT NULL ORDER BY depth DESC LIMIT 1
-    """
-
 
 def ancestors(db: Bind, session_id: str) -> list[LineageNode]:
     """The session and its ancestors, root first, session last (empty if unknown)."""
@@ -100,68 +83,125 @@ def chain_root_to_session(db: Bind, session_id: str) -> list[str]:
     return ids or [session_id]
 
 
-def compression_tip(db: Bind, session_id: str) -> str:
-    """The last continuation reached by following compression splits (or the input)."""
-    rows = fetch_tuples(db, _COMPRESSION_TIP, {"session_id": session_id, "max_depth": MAX_DEPTH})
-    return str(rows[0][0]) if rows else session_id
+# --- compression continuations --------------------------------------------------------
 
-
-# The same walk for many roots at once: every step of every chain, deepest last.
-_COMPRESSION_TIPS = """
-    WITH RECURSIVE chain(root_id, id, depth) AS (
-        SELECT id, id, 0 FROM sessions WHERE {root_ids}
-        UNION ALL
-        SELECT chain.root_id, (
-            SELECT c.id FROM sessions c JOIN sessions p ON p.id = c.parent_session_id
-            WHERE c.parent_session_id = chain.id
-              AND p.end_reason = 'compression'
-              AND c.started_at >= p.ended_at
-            ORDER BY c.started_at DESC, c.id DESC
-            LIMIT 1
-        ), depth + 1
-        FROM chain
-        WHERE chain.id IS NOT NULL AND depth < :max_depth
-    )
-    SELECT root_id, id FROM chain WHERE id IS NOT NULL ORDER BY root_id, depth
+# Of each listed session that ended by compression, its best continuation: first one that
+# itself ended by compression (the chain goes on), then a live one, then any other; among
+# those the most recently active, then the latest started, then the greatest id.
+_NEXT_CONTINUATIONS = """
+    SELECT parent_id, id FROM (
+        SELECT c.parent_session_id AS parent_id, c.id,
+            ROW_NUMBER() OVER (
+                PARTITION BY c.parent_session_id
+                ORDER BY
+                    CASE WHEN c.end_reason = 'compression' THEN 0
+                         WHEN c.ended_at IS NULL THEN 1
+                         ELSE 2 END,
+                    COALESCE(
+                        (SELECT MAX(m.timestamp) FROM messages m WHERE m.session_id = c.id),
+                        c.started_at
+                    ) DESC,
+                    c.started_at DESC,
+                    c.id DESC
+            ) AS rank
+        FROM sessions p JOIN sessions c ON c.parent_session_id = p.id
+        WHERE {parent_ids} AND p.end_reason = 'compression' AND {continues}
+    ) ranked
+    WHERE rank = 1
     """
 
 
-def compression_tips(db: Bind, root_ids: Sequence[str]) -> dict[str, str]:
-    """:func:`compression_tip` of each of ``root_ids`` (unknown ids are left out), in one query."""
-    if not root_ids:
-        return {}
-    tips: dict[str, str] = {}
+def _next_continuations(db: Bind, parent_ids: Sequence[str]) -> dict[str, str]:
+    """The best continuation of each of ``parent_ids`` that has one, by parent id."""
     backend = backend_for(db)
-    sql = _COMPRESSION_TIPS.format(root_ids=backend.in_list("id", "root_ids"))
-    params = {"root_ids": backend.list_value(root_ids), "max_depth": MAX_DEPTH}
-    for root_id, session_id in fetch_tuples(db, sql, params):
-        tips[str(root_id)] = str(session_id)  # ordered by depth: the last one is the tip
+    sql = _NEXT_CONTINUATIONS.format(
+        parent_ids=backend.in_list("p.id", "parent_ids"), continues=markers.continues_chain(db, "c")
+    )
+    rows = fetch_tuples(db, sql, {"parent_ids": backend.list_value(sorted(set(parent_ids)))})
+    return {str(parent): str(child) for parent, child in rows}
+
+
+def compression_tips(db: Bind, session_ids: Sequence[str]) -> dict[str, str]:
+    """The compression tip of each of ``session_ids``: the session reached by following
+    the best continuation (see :func:`_next_continuations`) while there is one, at most
+    100 steps, stopping before a session the walk has already visited. A session without
+    a continuation (or unknown) is its own tip.
+
+    All chains advance together, one query per step, so a listing page costs as many
+    queries as its longest chain has links.
+    """
+    tips = {session_id: session_id for session_id in session_ids}
+    visited = {session_id: {session_id} for session_id in session_ids}
+    walking = set(session_ids)
+    for _ in range(MAX_DEPTH):
+        if not walking:
+            break
+        following = _next_continuations(db, [tips[session_id] for session_id in walking])
+        for session_id in list(walking):
+            child = following.get(tips[session_id])
+            if child is None or child in visited[session_id]:
+                walking.discard(session_id)
+                continue
+            visited[session_id].add(child)
+            tips[session_id] = child
     return tips
 
 
-_LATEST_CHILD = (
-    "SELECT id FROM sessions WHERE parent_session_id = :parent ORDER BY started_at DESC, id DESC LIMIT 1"
-)
-_HAS_MESSAGES = "SELECT 1 FROM messages WHERE session_id = :session_id LIMIT 1"
+def compression_tip(db: Bind, session_id: str) -> str:
+    """The latest continuation reached through compression splits, or the input."""
+    return compression_tips(db, [session_id])[session_id]
+
+
+_COMPRESSION_ANCESTORS = """
+    WITH RECURSIVE up(id) AS (
+        SELECT :session_id
+        UNION
+        SELECT p.id FROM up
+        JOIN sessions c ON c.id = up.id
+        JOIN sessions p ON p.id = c.parent_session_id
+        WHERE p.end_reason = 'compression'
+    )
+    SELECT id FROM up WHERE id <> :session_id
+    """
+
+
+def compression_ancestors(db: Bind, session_id: str) -> set[str]:
+    """The sessions ``session_id`` continues: its parent if that ended by compression, that
+    one's parent on the same terms, and so on (``UNION`` stops a cycle)."""
+    return {str(row[0]) for row in fetch_tuples(db, _COMPRESSION_ANCESTORS, {"session_id": session_id})}
+
+
+# --- resume ---------------------------------------------------------------------------
+
+# Whether a session has messages, and its latest-started child that is not a branch, a
+# delegate or a tool run (compression or not: resume follows any such child).
+_RESUME_STEP = """
+    SELECT
+        EXISTS (SELECT 1 FROM messages WHERE session_id = :session_id) AS has_messages,
+        (SELECT c.id FROM sessions c
+         WHERE c.parent_session_id = :session_id AND {continues}
+         ORDER BY c.started_at DESC, c.id DESC LIMIT 1) AS child_id
+    """
 
 
 def resume_target(db: Bind, session_id: str) -> str:
-    """The session to resume: itself if it has messages, else its first descendant that does.
+    """The session to resume ``session_id`` in.
 
-    Walks down the latest-started child of any kind, at most 32 levels, never revisiting
-    a session; returns the input when nothing below has messages.
+    From the compression tip it walks down the latest-started child (branches, delegates
+    and tool runs left out), at most 32 sessions, never revisiting one, and returns the
+    deepest session of the walk that holds messages; the tip when none does. A session
+    with messages of its own still resolves to a descendant that has some.
     """
-    if fetch_tuples(db, _HAS_MESSAGES, {"session_id": session_id}):
-        return session_id
-    visited = {session_id}
-    current = session_id
+    start = compression_tip(db, session_id)
+    sql = _RESUME_STEP.format(continues=markers.continues_chain(db, "c"))
+    visited = {start}
+    current, deepest_with_messages = start, None
     for _ in range(MAX_RESUME_DEPTH):
-        children = fetch_tuples(db, _LATEST_CHILD, {"parent": current})
-        child = children[0][0] if children else None
+        ((has_messages, child),) = fetch_tuples(db, sql, {"session_id": current})
+        if has_messages:
+            deepest_with_messages = current
         if child is None or child in visited:
             break
-        if fetch_tuples(db, _HAS_MESSAGES, {"session_id": child}):
-            return str(child)
         visited.add(child)
-        current = child
-    return session_id
+        current = str(child)
+    return deepest_with_messages if deepest_with_messages is not None else start

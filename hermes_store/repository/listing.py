@@ -7,14 +7,17 @@ better as SQL than as a builder expression. It runs unchanged on SQLite and Post
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from hermes_store.db.backends import backend_for
-from hermes_store.db.execution import Bind, fetch_dicts
+from hermes_store.db.execution import Bind, fetch_dicts, fetch_tuples
 from hermes_store.domain.codec import CONTENT_JSON_PREFIX, preview_text
-from hermes_store.repository.lineage import compression_tips
+from hermes_store.domain.titles import escape_like
+from hermes_store.repository import markers
+from hermes_store.repository.lineage import MAX_DEPTH, compression_tips
 from hermes_store.schema.models import Session
 
 _SESSION_COLUMN_NAMES = tuple(column.name for column in Session.__table__.columns)
@@ -36,15 +39,6 @@ _PREVIEW = """(
 _LAST_ACTIVE = (
     "COALESCE((SELECT MAX(m2.timestamp) FROM messages m2 WHERE m2.session_id = s.id), s.started_at)"
 )
-_VISIBLE_CHILD = """(
-    s.parent_session_id IS NULL
-    OR EXISTS (
-        SELECT 1 FROM sessions p
-        WHERE p.id = s.parent_session_id
-          AND p.end_reason = 'branched'
-          AND s.started_at >= p.ended_at
-    )
-)"""
 
 
 def _preview_sql(db: Bind) -> tuple[str, dict[str, Any]]:
@@ -54,33 +48,72 @@ def _preview_sql(db: Bind) -> tuple[str, dict[str, Any]]:
 
 @dataclass(frozen=True)
 class ListingFilter:
-    """Which sessions a listing shows."""
+    """Which sessions a listing (or a count) takes in."""
 
     source: str | None = None
     exclude_sources: Sequence[str] | None = None
     include_children: bool = False
+    cwd_prefix: str | None = None
+    min_message_count: int = 0
+    include_archived: bool = False
+    archived_only: bool = False
 
-    def where(self, source: str = "s.source") -> tuple[str, dict[str, Any]]:
-        """The SQL condition on alias ``s`` and its parameters; ``source`` is the SQL for
-        the source column (a backend may add a planner hint, see
-        :attr:`hermes_store.db.backends.Backend.listing_source_column`)."""
+    def where(self, db: Bind) -> tuple[str, dict[str, Any]]:
+        """The SQL condition on alias ``s`` and its parameters."""
+        # The backend may spell s.source with a planner hint (Backend.listing_source_column).
+        source = backend_for(db).listing_source_column
         clauses = ["1 = 1"]
         params: dict[str, Any] = {}
         if not self.include_children:
-            clauses.append(_VISIBLE_CHILD)
+            clauses.append(markers.listable(db, "s"))
         if self.source:
             clauses.append(f"{source} = :source")
             params["source"] = self.source
         if self.exclude_sources:
             clauses.append(f"{source} NOT IN :exclude_sources")
             params["exclude_sources"] = list(self.exclude_sources)
+        if self.cwd_prefix:
+            clause, cwd_params = _cwd_under(db, self.cwd_prefix)
+            clauses.append(clause)
+            params |= cwd_params
+        if self.min_message_count > 0:
+            clauses.append("s.message_count >= :min_message_count")
+            params["min_message_count"] = self.min_message_count
+        if self.archived_only:
+            clauses.append("s.archived = 1")
+        elif not self.include_archived:
+            clauses.append("s.archived = 0")
         return " AND ".join(clauses), params
+
+
+def _case_blind_like(db: Bind) -> str:
+    """The operator matching a ``LIKE`` pattern regardless of case (SQLite's ``LIKE``
+    already ignores ASCII case; PostgreSQL's does not)."""
+    return "ILIKE" if backend_for(db).name == "postgresql" else "LIKE"
+
+
+def _cwd_under(db: Bind, cwd_prefix: str) -> tuple[str, dict[str, Any]]:
+    """SQL true when ``s.cwd`` is the folder ``cwd_prefix`` or lies below it (``/`` or
+    ``\\`` separated). A trailing separator is ignored; letters match in any case below
+    the folder. ``%`` and ``_`` in the path are literal characters, not wildcards."""
+    folder = cwd_prefix.rstrip("/\\") or cwd_prefix
+    like = _case_blind_like(db)
+    clause = (
+        f"(s.cwd = :cwd_folder OR s.cwd {like} :cwd_below_slash ESCAPE '\\' "
+        f"OR s.cwd {like} :cwd_below_backslash ESCAPE '\\')"
+    )
+    escaped = escape_like(folder)
+    return clause, {
+        "cwd_folder": folder,
+        "cwd_below_slash": escaped + "/%",
+        "cwd_below_backslash": escaped + "\\\\%",
+    }
 
 
 def rich_rows(db: Bind, listing: ListingFilter, limit: int, offset: int) -> list[dict[str, Any]]:
     """Sessions with ``preview`` (raw, see :func:`finish_preview`) and ``last_active``,
     newest first."""
-    condition, params = listing.where(backend_for(db).listing_source_column)
+    condition, params = listing.where(db)
     preview, preview_params = _preview_sql(db)
     if offset:
         # The page's sessions first, from the started_at index; the preview and
@@ -101,25 +134,71 @@ def rich_rows(db: Bind, listing: ListingFilter, limit: int, offset: int) -> list
     return fetch_dicts(db, sql, params, content_keys=("preview",))
 
 
+@dataclass(frozen=True)
+class ChainMatch:
+    """Text a listing ordered by last activity may require somewhere in each row's
+    compression chain (empty: no requirement)."""
+
+    id_query: str = ""
+    """A substring of the id of some session of the chain (any case)."""
+    search_query: str = ""
+    """A substring of the title or id of some session of the chain (any case); a title
+    also matches with ``-``, ``_``, ``.`` and spaces left out of both."""
+
+    def where(self, db: Bind) -> tuple[str, dict[str, Any]]:
+        """SQL on ``s`` (and the ``chain`` CTE) with its parameters; ``1 = 1`` if empty."""
+        clauses = ["1 = 1"]
+        params: dict[str, Any] = {}
+        id_needle = self.id_query.strip().lower()
+        search_needle = self.search_query.strip().lower()
+        if id_needle:
+            clauses.append(
+                "EXISTS (SELECT 1 FROM chain cq WHERE cq.root_id = s.id "
+                "AND LOWER(cq.id) LIKE :id_needle ESCAPE '\\')"
+            )
+            params["id_needle"] = f"%{escape_like(id_needle)}%"
+        if search_needle:
+            matches = [
+                "LOWER(COALESCE(cs.title, '')) LIKE :search_needle ESCAPE '\\'",
+                "LOWER(cq.id) LIKE :search_needle ESCAPE '\\'",
+            ]
+            params["search_needle"] = f"%{escape_like(search_needle)}%"
+            compact_needle = re.sub(r"[\W_]+", "", search_needle)
+            if compact_needle:
+                matches.append(f"{_COMPACT_TITLE} LIKE :compact_needle ESCAPE '\\'")
+                params["compact_needle"] = f"%{escape_like(compact_needle)}%"
+            clauses.append(
+                "EXISTS (SELECT 1 FROM chain cq JOIN sessions cs ON cs.id = cq.id "
+                f"WHERE cq.root_id = s.id AND ({' OR '.join(matches)}))"
+            )
+        return " AND ".join(clauses), params
+
+
+# A title lower-cased with the punctuation people type inconsistently left out.
+_COMPACT_TITLE = (
+    "REPLACE(REPLACE(REPLACE(REPLACE(LOWER(COALESCE(cs.title, '')), '-', ''), '_', ''), '.', ''), ' ', '')"
+)
+
+
 def rich_rows_by_last_active(
-    db: Bind, listing: ListingFilter, limit: int, offset: int
+    db: Bind, listing: ListingFilter, limit: int, offset: int, match: ChainMatch | None = None
 ) -> list[dict[str, Any]]:
     """Like :func:`rich_rows`, ordered by the latest activity anywhere in each row's
-    compression chain (so a conversation continued after compression sorts by its tip)."""
-    condition, params = listing.where(backend_for(db).listing_source_column)
+    compression chain (so a conversation continued after compression sorts by its tip),
+    keeping only rows whose chain satisfies ``match``."""
+    condition, params = listing.where(db)
+    matching, match_params = (match or ChainMatch()).where(db)
     preview, preview_params = _preview_sql(db)
     sql = f"""
-    WITH RECURSIVE roots AS (
-        SELECT s.id FROM sessions s WHERE {condition}
-    ),
-    chain(root_id, id, depth) AS (
-        SELECT id, id, 0 FROM roots
+    WITH RECURSIVE chain(root_id, id, depth) AS (
+        SELECT s.id, s.id, 0 FROM sessions s WHERE {condition}
         UNION ALL
         SELECT chain.root_id, c.id, chain.depth + 1
         FROM chain
         JOIN sessions p ON p.id = chain.id
         JOIN sessions c ON c.parent_session_id = p.id
-        WHERE p.end_reason = 'compression' AND c.started_at >= p.ended_at AND chain.depth < 100
+        WHERE p.end_reason = 'compression' AND {markers.continues_chain(db, "c")}
+          AND chain.depth < {MAX_DEPTH}
     ),
     effective AS (
         SELECT chain.root_id, MAX(COALESCE(
@@ -130,11 +209,53 @@ def rich_rows_by_last_active(
     )
     SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active
     FROM sessions s JOIN effective e ON e.root_id = s.id
+    WHERE {matching}
     ORDER BY e.active_at DESC, s.started_at DESC, s.id DESC
     LIMIT :limit OFFSET :offset
     """
-    params |= {**preview_params, "limit": limit, "offset": offset}
+    params |= {**match_params, **preview_params, "limit": limit, "offset": offset}
     return fetch_dicts(db, sql, params, content_keys=("preview",))
+
+
+def count(db: Bind, listing: ListingFilter) -> int:
+    """How many sessions ``listing`` takes in."""
+    condition, params = listing.where(db)
+    ((total,),) = fetch_tuples(db, f"SELECT COUNT(*) FROM sessions s WHERE {condition}", params)
+    return int(total)
+
+
+def cron_runs(db: Bind, job_id: str, limit: int, offset: int) -> list[dict[str, Any]]:
+    """The ``cron`` sessions of job ``job_id`` (ids ``cron_<job_id>_…``), latest started
+    first, with ``preview`` (raw) and ``last_active``.
+
+    The ids are found by a range on ``(source, id)`` (the ``idx_sessions_source_id``
+    index), so the cost follows the page, not the whole cron history. The range is the
+    prefix up to the same text with its last character raised by one: exact under a
+    byte-order collation (SQLite's, PostgreSQL's ``C``); the ``substr`` test keeps any
+    other collation from admitting ids outside the prefix.
+    """
+    prefix = f"cron_{job_id}_"
+    upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    preview, preview_params = _preview_sql(db)
+    sql = (
+        f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active FROM ("
+        f"SELECT {_S_COLUMNS} FROM sessions s WHERE s.source = 'cron' "
+        "AND s.id >= :prefix AND s.id < :upper AND substr(s.id, 1, :prefix_len) = :prefix "
+        "ORDER BY s.started_at DESC, s.id DESC LIMIT :limit OFFSET :offset"
+        ") s ORDER BY s.started_at DESC, s.id DESC"
+    )
+    params = {
+        **preview_params,
+        "prefix": prefix,
+        "upper": upper,
+        "prefix_len": len(prefix),
+        "limit": limit,
+        "offset": offset,
+    }
+    rows = fetch_dicts(db, sql, params, content_keys=("preview",))
+    for row in rows:
+        row["preview"] = finish_preview(row["preview"])
+    return rows
 
 
 def rich_rows_for(db: Bind, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -181,6 +302,9 @@ _PROJECTED_KEYS = (
     "preview",
     "model",
     "system_prompt",
+    "cwd",
+    "git_branch",
+    "git_repo_root",
 )
 
 
@@ -192,15 +316,19 @@ def rich_listing(
     *,
     order_by_last_active: bool = False,
     project_compression_tips: bool = True,
+    match: ChainMatch | None = None,
 ) -> list[dict[str, Any]]:
     """``list_sessions_rich``: rows with a finished ``preview`` and ``last_active``.
 
     With ``project_compression_tips`` a session split by compression shows its latest
-    continuation's details (and ``_lineage_root_id``); the tips and their rows take two
-    queries for the whole page.
+    continuation's details (and ``_lineage_root_id``): one query per link of the page's
+    longest chain finds the tips, one more reads their rows. ``match`` applies only when
+    ordering by last activity (the order that walks the chains in SQL).
     """
-    fetch = rich_rows_by_last_active if order_by_last_active else rich_rows
-    rows = fetch(db, listing, limit, offset)
+    if order_by_last_active:
+        rows = rich_rows_by_last_active(db, listing, limit, offset, match)
+    else:
+        rows = rich_rows(db, listing, limit, offset)
     for row in rows:
         row["preview"] = finish_preview(row["preview"])
     if project_compression_tips:

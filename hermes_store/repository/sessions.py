@@ -19,16 +19,25 @@ from hermes_store.db.backends import backend_for
 from hermes_store.db.execution import Bind, connection_of, fetch_dicts, run, scalar_text
 from hermes_store.db.server_errors import violated_unique_index
 from hermes_store.domain.titles import escape_like, split_title_number
+from hermes_store.repository import lineage
 from hermes_store.repository.delegates import delegate_children
 from hermes_store.schema.models import TITLE_INDEX, Message, Session
 
 SESSION_COLUMNS = tuple(Session.__table__.columns)
 
 
-def _insert_ignoring_duplicates(db: Bind, values: dict[str, Any]) -> None:
-    """``INSERT … ON CONFLICT (id) DO NOTHING`` in the session's dialect."""
-    statement = backend_for(db).insert(Session).values(**values).on_conflict_do_nothing(index_elements=["id"])
-    run(db, statement)
+# What a later create_session may fill in on an existing row, where it is still NULL.
+ENRICHED_ON_CONFLICT = (
+    "model",
+    "model_config",
+    "system_prompt",
+    "session_key",
+    "chat_id",
+    "chat_type",
+    "thread_id",
+    "parent_session_id",
+    "cwd",
+)
 
 
 def insert_session(
@@ -41,22 +50,52 @@ def insert_session(
     system_prompt: str | None = None,
     user_id: str | None = None,
     parent_session_id: str | None = None,
+    session_key: str | None = None,
+    chat_id: str | None = None,
+    chat_type: str | None = None,
+    thread_id: str | None = None,
+    cwd: str | None = None,
     started_at: float | None = None,
 ) -> None:
-    """Insert a session unless one with this id exists (the first write wins)."""
-    _insert_ignoring_duplicates(
-        db,
-        {
-            "id": session_id,
-            "source": source,
-            "model": model,
-            "model_config": model_config,
-            "system_prompt": system_prompt,
-            "user_id": user_id,
-            "parent_session_id": parent_session_id,
-            "started_at": time.time() if started_at is None else started_at,
-        },
-    )
+    """Insert a session, or enrich the existing one with this id.
+
+    On a conflict each of :data:`ENRICHED_ON_CONFLICT` takes the given value only where
+    the stored one is NULL; ``source``, ``user_id`` and ``started_at`` stay as they are.
+    (Hermes' gateway writes a bare row before the agent exists; the agent's own call then
+    fills in its model and prompt.) A ``parent_session_id`` naming no session raises
+    ``IntegrityError`` on either path.
+    """
+    given = {
+        "model": model,
+        "model_config": model_config,
+        "system_prompt": system_prompt,
+        "session_key": session_key,
+        "chat_id": chat_id,
+        "chat_type": chat_type,
+        "thread_id": thread_id,
+        "parent_session_id": parent_session_id,
+        "cwd": cwd,
+    }
+    values = {
+        "id": session_id,
+        "source": source,
+        "user_id": user_id,
+        "started_at": time.time() if started_at is None else started_at,
+        **given,
+    }
+    statement = backend_for(db).insert(Session).values(**values)
+    # Columns given no value cannot fill anything: left out, the update stays short
+    # (and a call with none at all does nothing to the existing row).
+    filled = {
+        name: func.coalesce(Session.__table__.c[name], statement.excluded[name])
+        for name, value in given.items()
+        if value is not None
+    }
+    if filled:
+        statement = statement.on_conflict_do_update(index_elements=["id"], set_=filled)
+    else:
+        statement = statement.on_conflict_do_nothing(index_elements=["id"])
+    run(db, statement)
 
 
 # get_session() is called on nearly every agent turn: plain SQL, its statement cached.
@@ -179,10 +218,16 @@ def title_owner(db: Bind, title: str, other_than: str) -> str | None:
 def set_title(db: Bind, session_id: str, title: str | None) -> bool:
     """Set (``None``: clear) a session's title; ``False`` if there is no such session.
 
-    :raises ValueError: when another session holds the title.
+    A title held by a session that ``session_id`` continues after compression (see
+    :func:`hermes_store.repository.lineage.compression_ancestors`) moves to
+    ``session_id``: that ancestor is hidden behind its continuation in every listing, so
+    its title could otherwise never be taken back.
+
+    :raises ValueError: when any other session holds the title.
     """
     if title is None:
         return set_column(db, session_id, title=None) > 0
+    _take_title_from_ancestor(db, title, session_id)
     _refuse_title_in_use(db, title, session_id)
     try:
         # The check above serialises writers only on SQLite (BEGIN IMMEDIATE). On a server
@@ -197,6 +242,13 @@ def set_title(db: Bind, session_id: str, title: str | None) -> bool:
         _refuse_title_in_use(db, title, session_id)
         raise  # the winner has since given the title up again: report what the server said
     return changed > 0
+
+
+def _take_title_from_ancestor(db: Bind, title: str, session_id: str) -> None:
+    """Clear ``title`` from its holder when that is a compression ancestor of ``session_id``."""
+    owner = title_owner(db, title, session_id)
+    if owner is not None and owner in lineage.compression_ancestors(db, session_id):
+        set_column(db, owner, title=None)
 
 
 def _refuse_title_in_use(db: Bind, title: str, session_id: str) -> None:

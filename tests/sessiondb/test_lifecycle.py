@@ -6,9 +6,13 @@ import sqlite3
 import threading
 import time
 
+import psycopg
 import pytest
 
 from hermes_store import SessionDB
+
+# The driver's own IntegrityError: sqlite3's (as upstream) or psycopg's.
+DRIVER_INTEGRITY_ERRORS = (sqlite3.IntegrityError, psycopg.IntegrityError)
 
 SESSION_KEYS = {
     "id",
@@ -38,6 +42,21 @@ SESSION_KEYS = {
     "pricing_version",
     "title",
     "api_call_count",
+    # Added by upstream's schemas 12 to 17.
+    "session_key",
+    "chat_id",
+    "chat_type",
+    "thread_id",
+    "cwd",
+    "git_branch",
+    "git_repo_root",
+    "handoff_state",
+    "handoff_platform",
+    "handoff_error",
+    "compression_failure_cooldown_until",
+    "compression_failure_error",
+    "rewind_count",
+    "archived",
 }
 
 
@@ -58,6 +77,11 @@ def test_create_session_with_every_keyword(db):
         system_prompt="Answer like a pirate.",
         user_id="u-77",
         parent_session_id="parent-9",
+        session_key="agent:main:telegram:dm:42",
+        chat_id="42",
+        chat_type="dm",
+        thread_id="7",
+        cwd="/home/u/project",
     )
     row = db.get_session("child-9")
     assert row["source"] == "telegram"
@@ -66,6 +90,13 @@ def test_create_session_with_every_keyword(db):
     assert row["system_prompt"] == "Answer like a pirate."
     assert row["user_id"] == "u-77"
     assert row["parent_session_id"] == "parent-9"
+    assert (row["session_key"], row["chat_id"], row["chat_type"], row["thread_id"], row["cwd"]) == (
+        "agent:main:telegram:dm:42",
+        "42",
+        "dm",
+        "7",
+        "/home/u/project",
+    )
 
 
 def test_create_session_defaults(db):
@@ -100,6 +131,16 @@ def test_create_session_defaults(db):
         "pricing_version": None,
         "title": None,
         "api_call_count": 0,
+        "session_key": None,
+        "chat_id": None,
+        "chat_type": None,
+        "thread_id": None,
+        "cwd": None,
+        "git_branch": None,
+        "git_repo_root": None,
+        "handoff_state": None,
+        "rewind_count": 0,
+        "archived": 0,
     }
     assert {key: row[key] for key in expected_defaults} == expected_defaults
 
@@ -130,12 +171,90 @@ def test_create_session_takes_no_third_positional_argument(db):
         db.create_session("pos", "cli", "some-model")
 
 
-def test_create_session_duplicate_id_first_write_wins(db):
+def test_create_session_duplicate_id_keeps_every_stored_value(db):
     db.create_session("dup", "cli", model="first-model", system_prompt="one")
     assert db.create_session("dup", "discord", model="second-model", system_prompt="two") == "dup"
     row = db.get_session("dup")
     assert (row["source"], row["model"], row["system_prompt"]) == ("cli", "first-model", "one")
     assert db.session_count() == 1
+
+
+ENRICHABLE = {
+    "model": "m-late",
+    "system_prompt": "late prompt",
+    "session_key": "agent:main:slack:thread",
+    "chat_id": "C1",
+    "chat_type": "channel",
+    "thread_id": "T1",
+    "cwd": "/late/cwd",
+}
+
+
+def test_create_session_on_a_bare_row_fills_in_what_is_missing(db, raw):
+    # The gateway writes a bare row first; the agent's own create_session completes it.
+    db.create_session("parent", "cli")
+    db.create_session("bare", "telegram", user_id="u-1")
+    raw.set_started("bare", 123.0)
+    db.create_session(
+        "bare",
+        "cli",
+        user_id="u-2",
+        model_config={"temperature": 1},
+        parent_session_id="parent",
+        **ENRICHABLE,
+    )
+    row = db.get_session("bare")
+    assert {key: row[key] for key in ENRICHABLE} == ENRICHABLE
+    assert row["model_config"] == '{"temperature": 1}'
+    assert row["parent_session_id"] == "parent"
+    # Never changed by a later call:
+    assert (row["source"], row["user_id"], row["started_at"]) == ("telegram", "u-1", 123.0)
+
+
+def test_create_session_never_overwrites_a_stored_value(db):
+    db.create_session("p1", "cli")
+    db.create_session("p2", "cli")
+    db.create_session("full", "cli", model_config={"a": 1}, parent_session_id="p1", **ENRICHABLE)
+    db.create_session(
+        "full",
+        "cli",
+        model_config={"b": 2},
+        parent_session_id="p2",
+        **{key: f"other {value}" for key, value in ENRICHABLE.items()},
+    )
+    row = db.get_session("full")
+    assert {key: row[key] for key in ENRICHABLE} == ENRICHABLE
+    assert (row["model_config"], row["parent_session_id"]) == ('{"a": 1}', "p1")
+
+
+def test_create_session_fills_some_columns_and_keeps_others(db):
+    db.create_session("half", "cli", model="kept", chat_id="kept-chat")
+    db.create_session("half", "cli", model="ignored", chat_id="ignored", cwd="/new", thread_id="t")
+    row = db.get_session("half")
+    assert (row["model"], row["chat_id"], row["cwd"], row["thread_id"]) == ("kept", "kept-chat", "/new", "t")
+
+
+def test_create_session_conflict_naming_a_missing_parent_raises_integrity_error(db):
+    db.create_session("existing", "cli")
+    with pytest.raises(DRIVER_INTEGRITY_ERRORS):
+        db.create_session("existing", "cli", parent_session_id="no-such-parent", model="m")
+    row = db.get_session("existing")
+    assert (row["parent_session_id"], row["model"]) == (None, None)
+
+
+def test_create_session_conflict_keeps_a_parent_already_stored(db):
+    # The stored parent wins, so a missing one named later is never checked.
+    db.create_session("p", "cli")
+    db.create_session("child", "cli", parent_session_id="p")
+    db.create_session("child", "cli", parent_session_id="no-such-parent")
+    assert db.get_session("child")["parent_session_id"] == "p"
+
+
+def test_create_session_rejects_mistyped_new_keywords(db):
+    for name in ("session_key", "chat_id", "chat_type", "thread_id", "cwd"):
+        with pytest.raises(TypeError):
+            db.create_session("typed", "cli", **{name: 42})
+    assert db.get_session("typed") is None
 
 
 def test_create_session_with_missing_parent_raises_integrity_error(db):
@@ -182,6 +301,13 @@ def test_ensure_session_never_overwrites(db):
     assert db.ensure_session("ens-4", "telegram", "other", system_prompt="other prompt") == "ens-4"
     row = db.get_session("ens-4")
     assert (row["source"], row["model"], row["system_prompt"]) == ("cli", "kept", "kept prompt")
+
+
+def test_ensure_session_fills_in_what_is_missing(db):
+    db.ensure_session("ens-7")
+    db.ensure_session("ens-7", "cli", "m-7", cwd="/w", chat_id="c")
+    row = db.get_session("ens-7")
+    assert (row["source"], row["model"], row["cwd"], row["chat_id"]) == ("unknown", "m-7", "/w", "c")
 
 
 def test_ensure_session_rejects_unknown_keyword(db):
@@ -255,11 +381,11 @@ def test_update_system_prompt_missing_session_is_a_no_op(db):
 # --- get_session -------------------------------------------------------------------------
 
 
-def test_get_session_has_exactly_27_columns(db):
+def test_get_session_has_exactly_41_columns(db):
     db.create_session("g1", "cli")
     row = db.get_session("g1")
     assert set(row) == SESSION_KEYS
-    assert len(row) == 27
+    assert len(row) == 41
 
 
 def test_get_session_missing_returns_none(db):

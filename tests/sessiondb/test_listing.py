@@ -8,6 +8,9 @@ SESSION_KEYS = {
     "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens",
     "billing_provider", "billing_base_url", "billing_mode", "estimated_cost_usd",
     "actual_cost_usd", "cost_status", "cost_source", "pricing_version", "title", "api_call_count",
+    "session_key", "chat_id", "chat_type", "thread_id", "cwd", "git_branch", "git_repo_root",
+    "handoff_state", "handoff_platform", "handoff_error", "compression_failure_cooldown_until",
+    "compression_failure_error", "rewind_count", "archived",
 }  # fmt: skip
 RICH_KEYS = SESSION_KEYS | {"preview", "last_active"}
 PROJECTED_KEYS = (
@@ -21,6 +24,9 @@ PROJECTED_KEYS = (
     "preview",
     "model",
     "system_prompt",
+    "cwd",
+    "git_branch",
+    "git_repo_root",
 )
 
 
@@ -224,13 +230,17 @@ def build_compressed_conversation(db, make_session, raw):
         system_prompt="root prompt",
         user_id="u-1",
         source="telegram",
+        cwd="/root/cwd",
     )
     db.set_session_title("root", "Trip planning")
     db.update_token_counts("root", input_tokens=500, output_tokens=50)
     raw.set_message_time(db.append_message("root", "user", "root question"), 1100.0)
     make_session("mid", started=2000.0, parent="root", ended=3000.0, reason="compression", model="mid-model")
     raw.set_message_time(db.append_message("mid", "user", "mid question"), 2100.0)
-    make_session("tip", started=3000.5, parent="mid", model="tip-model", system_prompt="tip prompt")
+    make_session(
+        "tip", started=3000.5, parent="mid", model="tip-model", system_prompt="tip prompt", cwd="/tip"
+    )
+    raw.execute("UPDATE sessions SET git_branch = 'main', git_repo_root = '/repo' WHERE id = 'tip'")
     db.set_session_title("tip", "Trip planning #3")
     raw.set_message_time(db.append_message("tip", "user", "tip question"), 3400.0)
     raw.set_message_time(
@@ -253,6 +263,9 @@ def test_compression_root_is_projected_to_its_tip(db, make_session, raw):
         "preview": "tip question",
         "model": "tip-model",
         "system_prompt": "tip prompt",
+        "cwd": "/tip",
+        "git_branch": "main",
+        "git_repo_root": "/repo",
     }
     # Everything else stays the root's.
     assert row["started_at"] == 1000.0
@@ -282,7 +295,7 @@ def test_no_projection_when_children_are_included(db, make_session, raw):
 
 def test_compression_root_without_continuation_is_not_projected(db, make_session):
     make_session("lonely", started=1000.0, ended=2000.0, reason="compression")
-    make_session("delegate", started=1500.0, parent="lonely")
+    make_session("delegate", started=1500.0, parent="lonely", model_config={"_delegate_from": "lonely"})
     (row,) = db.list_sessions_rich()
     assert row["id"] == "lonely"
     assert row["end_reason"] == "compression"
