@@ -22,7 +22,25 @@ MIRROR = Path("/work/.mirror/0xK8oX+hermes-agent/repo")
 COMMIT = "c5b4c481656634ff919b214a037b830077d3bbd1"
 """Upstream at schema 11, the version the first drop-in followed."""
 HEAD_COMMIT = "7e8f50a14176e02b514631b0b04470acaadae32a"
-"""Upstream at schema 17: the commit the drop-in follows now."""
+"""Upstream at schema 17: the commit the drop-in follows now. The one place that names it:
+the upstream test harness (tests/sessiondb/test_upstream_suite.py) and
+scripts/upstream-client-tests read it from here (docs/upstream.md: moving to a newer one)."""
+
+STORE_TEST_FILES = (
+    "tests/test_hermes_state.py",
+    "tests/hermes_state/test_resolve_resume_session_id.py",
+    "tests/hermes_state/test_get_messages_around.py",
+    "tests/hermes_state/test_get_anchored_view.py",
+    "tests/hermes_state/test_session_archiving.py",
+    "tests/test_hermes_state_compression_locks.py",
+    "tests/test_hermes_state_wal_fallback.py",
+    "tests/test_state_db_malformed_repair.py",
+)
+"""Upstream's test files whose subject is ``hermes_state`` itself; the drop-in must pass them."""
+
+HELPER_MODULES = ("agent/tool_dispatch_helpers.py", "agent/tool_result_classification.py")
+"""Upstream modules a store test imports to build its input, extracted beside the stand-ins
+(both import only the standard library and each other)."""
 MODULE_NAME = "upstream_hermes_state"
 
 _STANDINS = {
@@ -62,6 +80,26 @@ def upstream_folder(commit: str = COMMIT) -> Path | None:
     folder = Path(tempfile.mkdtemp(prefix="hermes-upstream-"))
     (folder / f"{MODULE_NAME}.py").write_text(source, encoding="utf-8")
     for name, text in _STANDINS.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def store_test_folder(commit: str = HEAD_COMMIT) -> Path | None:
+    """A temporary folder holding upstream's :data:`STORE_TEST_FILES` at ``commit`` (same
+    relative paths), the stand-ins and :data:`HELPER_MODULES` at its root (put it on
+    ``PYTHONPATH``) and an empty ``pytest.ini``; ``None`` (with the reason on stderr) when the
+    mirror cannot provide them. ``hermes_state`` itself is not there: the tests import the
+    installed drop-in."""
+    # tests/__init__.py too: without it, tests/hermes_state/ would be found as the
+    # namespace package ``hermes_state`` instead of the drop-in.
+    wanted = ("tests/__init__.py", *STORE_TEST_FILES, *HELPER_MODULES)
+    texts = {path: upstream_file(path, commit) for path in wanted}
+    if any(text is None for text in texts.values()):
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="hermes-upstream-tests-"))
+    for name, text in {**_STANDINS, **texts, "pytest.ini": "[pytest]\n"}.items():
+        assert text is not None
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
     return folder

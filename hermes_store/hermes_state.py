@@ -56,6 +56,7 @@ from hermes_store.drop_in.repair import (
     repair_state_db_schema,
 )
 from hermes_store.drop_in.wal_fallback import _wal_fallback_warned_paths, apply_wal_with_fallback
+from hermes_store.repository import fts_maintenance
 from hermes_store.schema.legacy import HEAD_VERSION
 from hermes_store.schema.models import Base
 from hermes_store.search.sanitize import MAX_FTS5_QUERY_CHARS
@@ -189,6 +190,21 @@ class SessionDB(facade.SessionDB):
             if not repair(path).get("repaired"):
                 raise
             _raise_as_sqlite_error(open_once)
+        if path is not None and not read_only:
+            self._restore_fts_index()
+
+    def _restore_fts_index(self) -> None:
+        """Recreate FTS tables or triggers that are gone and refill those indexes.
+
+        A repair may drop the whole FTS schema, and a runtime without FTS5 may have dropped
+        the triggers to keep writes working; either way search would miss messages.
+        """
+        missing = self._query(fts_maintenance.missing_fts_objects)
+        if missing:
+            refilled = self._write(
+                lambda db: fts_maintenance.restore_fts_objects(db, missing), "restoring the full-text index"
+            )
+            logger.warning("state.db: full-text index objects were missing; rebuilt %s", ", ".join(refilled))
 
     def _write(self, work: Callable[[Connection], T], operation: str) -> T:
         """One retried write transaction; every ``_OPTIMIZE_EVERY_N_WRITES`` of them the

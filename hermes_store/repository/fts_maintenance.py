@@ -4,6 +4,8 @@ FTS5 adds a segment to an index for every insert batch, and a ``MATCH`` reads ev
 segment, so an index left alone grows slower to search and to write. FTS5's ``'optimize'``
 command merges an index into one segment without changing what it finds. PostgreSQL's
 search indexes need no such merging: there every function here does nothing.
+
+The DDL of the FTS tables and triggers is the one ``hermes-store doctor`` repairs with.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import re
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
+from hermes_store.admin.doctor import FTS_TABLES as FTS_TABLE_DDL
+from hermes_store.admin.doctor import _triggers as fts_triggers
 from hermes_store.db.execution import Bind
+from hermes_store.schema.indexed_text import indexed_text
 
 log = logging.getLogger("hermes_state")
 
@@ -58,3 +63,35 @@ def optimize(db: Bind) -> int:
             continue
         merged += 1
     return merged
+
+
+def missing_fts_objects(db: Bind) -> dict[str, list[str]]:
+    """``{index: [missing table or trigger names]}`` for the SQLite FTS indexes whose table
+    or any of whose three triggers is gone (``{}`` when all are there, and on PostgreSQL)."""
+    if not _is_sqlite(db):
+        return {}
+    rows = db.execute(text("SELECT type, name FROM sqlite_master WHERE type IN ('table', 'trigger')")).all()
+    present = {(str(kind), str(name)) for kind, name in rows}
+    missing: dict[str, list[str]] = {}
+    for table in FTS_TABLES:
+        gone = [] if ("table", table) in present else [table]
+        gone += [name for name in fts_triggers(table) if ("trigger", name) not in present]
+        if gone:
+            missing[table] = gone
+    return missing
+
+
+def restore_fts_objects(db: Bind, missing: dict[str, list[str]]) -> list[str]:
+    """Create the ``missing`` FTS tables and triggers (see :func:`missing_fts_objects`) and
+    refill each such index from ``messages``; returns the indexes refilled.
+
+    An index whose trigger was gone may have missed writes, so it is refilled whole.
+    """
+    refilled = []
+    for table, names in missing.items():
+        for name in names:
+            db.execute(text(FTS_TABLE_DDL[table] if name == table else fts_triggers(table)[name]))
+        db.execute(text(f"DELETE FROM {table}"))
+        db.execute(text(f"INSERT INTO {table}(rowid, content) SELECT id, {indexed_text()} FROM messages"))
+        refilled.append(table)
+    return refilled
