@@ -1,6 +1,7 @@
 """SQLite search: hermes_store against upstream Hermes itself and raw sqlite3, on one store file.
 
     python -m benchmarks.bench_search_upstream [--sessions 10000] [--rounds 10]
+        [--upstream-commit HEAD_COMMIT] [--sort newest]
 
 Issue 20 asks that SQLite stay as it was: its answers, its schema and its speed, every
 search kind at most upstream Hermes' time on the same store. This benchmark checks that
@@ -10,13 +11,16 @@ directly:
    copied into a hermes_store SQLite file (``--sessions`` sessions of 20 messages; the
    default gives 200,000 messages), cached under ``--cache``.
 2. Three sides open **that same file**: upstream Hermes' own ``SessionDB``
-   (``hermes_state.py`` at the pinned commit, extracted from the mirror at run time by
+   (``hermes_state.py`` at ``--upstream-commit``, by default the schema-17 commit the
+   drop-in follows, extracted from the mirror at run time by
    :mod:`benchmarks.upstream`), the plain-sqlite3 baseline
    (:mod:`benchmarks.baseline_sqlite`) and hermes_store's ``SessionDB``.
 3. Every search kind of issue 20 (:func:`benchmarks.bench_pg_scale.query_sets`: words from
    "the" to rare ones, two words, phrases, prefixes, 3- and 2-character CJK, a word with a
    source filter, a Latin word beside a 2-character CJK term) is timed query by query,
-   the sides in rotating order, each query ``--rounds`` times per side.
+   the sides in rotating order, each query ``--rounds`` times per side. ``--sort`` passes
+   ``sort=`` to both stores (upstream's schema-17 ``SessionDB`` takes it; the plain-sqlite3
+   baseline ignores it, so leave it out of that comparison).
 
 Prints, per kind, each side's p50 / p99 and hermes_store's p50 over upstream's, and how many
 queries gave upstream's hit set (upstream finds nothing for a Latin word beside short CJK
@@ -37,18 +41,22 @@ from benchmarks.bench_pg_scale import query_sets, source_file, sqlite_store
 from benchmarks.bench_targets import load_average, open_store
 from benchmarks.datasets import DatasetSpec, read_info
 from benchmarks.timing import measure, median, percentile
-from benchmarks.upstream import upstream_folder
+from benchmarks.upstream import COMMIT, HEAD_COMMIT, upstream_folder
 from hermes_store.search.plan import plan_search
 
 SIDES = ("upstream", "sqlite3", "hermes_store")
 FILTER_SOURCE = "telegram"
 
 
-def search_kinds(seed: int) -> dict[str, tuple[list[str], dict[str, Any]]]:
-    """Issue 20's search kinds: each kind's queries and the keyword arguments they run with."""
+def search_kinds(seed: int, sort: str | None = None) -> dict[str, tuple[list[str], dict[str, Any]]]:
+    """Issue 20's search kinds: each kind's queries and the keyword arguments they run with
+    (``sort`` among them when given)."""
     sets = query_sets(seed)
-    kinds: dict[str, tuple[list[str], dict[str, Any]]] = {kind: (found, {}) for kind, found in sets.items()}
-    kinds[f"word, source={FILTER_SOURCE}"] = (sets["word"], {"source_filter": [FILTER_SOURCE]})
+    common: dict[str, Any] = {} if sort is None else {"sort": sort}
+    kinds: dict[str, tuple[list[str], dict[str, Any]]] = {
+        kind: (found, dict(common)) for kind, found in sets.items()
+    }
+    kinds[f"word, source={FILTER_SOURCE}"] = (sets["word"], {**common, "source_filter": [FILTER_SOURCE]})
     return kinds
 
 
@@ -110,7 +118,12 @@ def _row(kind: str, samples: dict[str, list[float]], same: int, total: int) -> s
 
 
 def run(
-    store_path: Path, upstream: Path | None, seed: int, rounds: int, log: Callable[[str], None] = print
+    store_path: Path,
+    upstream: Path | None,
+    seed: int,
+    rounds: int,
+    log: Callable[[str], None] = print,
+    sort: str | None = None,
 ) -> list[str]:
     """Time every kind on the three sides over ``store_path``; returns the table's lines."""
     sides = [side for side in SIDES if side != "upstream" or upstream is not None]
@@ -123,7 +136,7 @@ def run(
     log(lines[0])
     log(lines[1])
     try:
-        for kind, (queries, options) in search_kinds(seed).items():
+        for kind, (queries, options) in search_kinds(seed, sort).items():
             samples, same = time_kind(stores, queries, options, rounds)
             line = _row(kind, samples, same, len(queries))
             log(line)
@@ -141,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10, help="timed calls per query and side")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--cache", type=Path, default=Path("bench-results"))
+    parser.add_argument(
+        "--upstream-commit",
+        default=HEAD_COMMIT,
+        help=f"upstream's commit (default: schema 17, {HEAD_COMMIT[:8]}; schema 11: {COMMIT[:8]})",
+    )
+    parser.add_argument("--sort", help="pass sort= to every search (newest, oldest)")
     args = parser.parse_args(argv)
 
     spec = DatasetSpec(args.sessions, 20, 500, args.seed)
@@ -148,11 +167,15 @@ def main(argv: list[str] | None = None) -> int:
     source = source_file(spec, args.cache, print)
     total = int(read_info(source)["messages"])
     store_path = sqlite_store(source, total, args.cache, spec.key)
-    upstream = upstream_folder()
-    print(f"{total:,} messages in {store_path}; load average before {load_average()}", flush=True)
+    upstream = upstream_folder(args.upstream_commit)
+    print(
+        f"{total:,} messages in {store_path}; upstream {args.upstream_commit[:8]}; sort={args.sort}; "
+        f"load average before {load_average()}",
+        flush=True,
+    )
     try:
         print()
-        run(store_path, upstream, args.seed, args.rounds)
+        run(store_path, upstream, args.seed, args.rounds, sort=args.sort)
     finally:
         if upstream is not None:
             shutil.rmtree(upstream, ignore_errors=True)
