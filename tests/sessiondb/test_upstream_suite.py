@@ -29,6 +29,7 @@ import pytest
 from support import REPO_ROOT, bench_upstream, subprocess_env
 
 _STATE = "tests/test_hermes_state.py"
+_LIFECYCLE = f"{_STATE}::TestSessionLifecycle"
 _REPAIR = "tests/test_state_db_malformed_repair.py"
 _NO_FTS5 = (
     "fakes a SQLite build without FTS5 by intercepting upstream's own probe and DDL statements "
@@ -42,14 +43,12 @@ _NO_TRIGRAM = (
 )
 
 DESELECTED: dict[str, str] = {
-    f"{_STATE}::TestSessionLifecycle::test_db_initializes_without_fts5_module": _NO_FTS5,
-    f"{_STATE}::TestSessionLifecycle::test_existing_fts_tables_do_not_break_without_fts5": _NO_FTS5,
-    f"{_STATE}::TestSessionLifecycle::test_old_schema_without_fts5_does_not_crash": _NO_FTS5,
-    f"{_STATE}::TestSessionLifecycle::test_db_initializes_without_trigram_tokenizer": _NO_TRIGRAM,
-    f"{_STATE}::TestSessionLifecycle::test_base_fts_rebuilds_after_trigger_repair_without_trigram": _NO_TRIGRAM,
-    f"{_STATE}::TestSessionLifecycle::test_v11_migration_backfills_base_fts_when_trigram_unavailable": (
-        _NO_TRIGRAM
-    ),
+    f"{_LIFECYCLE}::test_db_initializes_without_fts5_module": _NO_FTS5,
+    f"{_LIFECYCLE}::test_existing_fts_tables_do_not_break_without_fts5": _NO_FTS5,
+    f"{_LIFECYCLE}::test_old_schema_without_fts5_does_not_crash": _NO_FTS5,
+    f"{_LIFECYCLE}::test_db_initializes_without_trigram_tokenizer": _NO_TRIGRAM,
+    f"{_LIFECYCLE}::test_base_fts_rebuilds_after_trigger_repair_without_trigram": _NO_TRIGRAM,
+    f"{_LIFECYCLE}::test_v11_migration_backfills_base_fts_when_trigram_unavailable": (_NO_TRIGRAM),
     f"{_REPAIR}::test_select_cached_agent_history_prefers_longer_live_transcript": (
         "tests gateway.run._select_cached_agent_history, Hermes' gateway, not the store"
     ),
@@ -68,7 +67,7 @@ PENDING: dict[str, str] = {
 
 
 def _run_upstream_tests(folder: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    files = [path for path in bench_upstream().STORE_TEST_FILES]
+    files = list(bench_upstream().STORE_TEST_FILES)
     deselect = [arg for node in DESELECTED for arg in ("--deselect", node)]
     return subprocess.run(
         [
@@ -126,9 +125,10 @@ def _per_file_report(outcomes: dict[str, str]) -> str:
     counts: dict[str, Counter[str]] = {}
     for node, outcome in outcomes.items():
         counts.setdefault(node.split("::")[0], Counter())[outcome] += 1
-    return "\n".join(
-        f"  {file}: " + ", ".join(f"{n} {kind}" for kind, n in sorted(c.items())) for file, c in sorted(counts.items())
-    )
+    lines = []
+    for file, by_outcome in sorted(counts.items()):
+        lines.append(f"  {file}: " + ", ".join(f"{n} {kind}" for kind, n in sorted(by_outcome.items())))
+    return "\n".join(lines)
 
 
 @pytest.mark.slow  # about 380 upstream tests in one child pytest: 20-25 s
