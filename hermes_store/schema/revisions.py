@@ -9,9 +9,9 @@ expression, once per script directory per process.
 
 Upstream's ``schema_version`` mirror: revisions ``0001``–``0011`` are upstream schema
 versions 1–11 (frozen history, :data:`hermes_store.schema.legacy.LEGACY_REVISIONS`). A later
-revision keeps the version of the one before it — upstream Hermes v11 reads only
-version ≤ 11, and our own additions (indexes, PostgreSQL-only objects) do not change
-what upstream sees — unless its script declares a module-level ``schema_version = N``.
+revision keeps the version of the one before it — our own additions (indexes,
+PostgreSQL-only objects) do not change what upstream sees — unless its script declares a
+module-level ``schema_version = N`` (0019 declares 17, upstream's current schema).
 """
 
 from __future__ import annotations
@@ -25,15 +25,14 @@ from pathlib import Path
 from hermes_store.errors import SchemaError
 from hermes_store.schema.legacy import version_of_legacy_revision
 
-OLDEST_RUNNABLE_REVISION = "0011"
+OLDEST_RUNNABLE_REVISION = "0019"
 """The oldest revision this release runs on as it is, without migrating (database servers).
 
-Every column the code reads and writes exists from 0009 on; 0010 and 0011 add the search
-indexes PostgreSQL's search needs (``pg_trgm``, 0011's word index). Revision 0012's
-objects (the stored ``search_vector``, ``hermes_cjk_grams``) are used only once the
-database reaches 0012 (:data:`SEARCH_OBJECTS_REVISION`): until then search reads 0011's
-expression index, with the same results. A server database older than this is refused
-on open (:class:`~hermes_store.errors.SchemaBehind`) until ``hermes-store upgrade`` runs.
+Revision 0019 adds the columns upstream's schema 17 reads and writes (``active``,
+``compacted``, ``archived``, the routing and handoff columns, …) and this release's
+queries name them, so it cannot serve a database below 0019. A server database older than
+this is refused on open (:class:`~hermes_store.errors.SchemaBehind`) until
+``hermes-store upgrade`` runs; the previous release keeps serving while that runs.
 """
 
 SEARCH_OBJECTS_REVISION = "0012"

@@ -18,7 +18,7 @@ from alembic.script import ScriptDirectory
 
 from hermes_store import SessionDB, create_engine, ensure_schema
 from hermes_store.errors import SchemaError
-from hermes_store.schema.legacy import NewerSchemaWarning
+from hermes_store.schema.legacy import HEAD_VERSION, NewerSchemaWarning
 from hermes_store.schema.migrate import alembic_config, migrations_path
 from hermes_store.schema.revisions import history
 
@@ -72,10 +72,10 @@ def test_the_derived_history_is_alembics(tmp_path: Path) -> None:
     assert history().revisions == walked
     assert history().head == scripts.get_current_head()
     assert history().schema_version_of("0007") == 7
-    assert history().head_schema_version == 11  # what upstream v11 must keep reading
+    assert history().head_schema_version == HEAD_VERSION  # upstream's current schema
     location, new = scripts_with_one_more_revision(tmp_path)
     assert history(location).head == new
-    assert history(location).schema_version_of(new) == 11
+    assert history(location).schema_version_of(new) == HEAD_VERSION
 
 
 def test_an_existing_store_upgrades_to_an_added_revision(tmp_path: Path) -> None:
@@ -83,7 +83,7 @@ def test_an_existing_store_upgrades_to_an_added_revision(tmp_path: Path) -> None
     with SessionDB(path) as db:
         db.create_session("s", "cli")
         db.append_message("s", "user", "kept across the upgrade")
-    assert catalogue(path) == (history().head, 11, False)
+    assert catalogue(path) == (history().head, HEAD_VERSION, False)
     location, new = scripts_with_one_more_revision(tmp_path)
     engine = create_engine(path)
     with warnings.catch_warnings():
@@ -91,7 +91,7 @@ def test_an_existing_store_upgrades_to_an_added_revision(tmp_path: Path) -> None
         state = ensure_schema(engine, script_location=location)
     engine.dispose()
     assert state.at_head and not state.newer
-    assert catalogue(path) == (new, 11, True)
+    assert catalogue(path) == (new, HEAD_VERSION, True)
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT content FROM messages").fetchall() == [("kept across the upgrade",)]
 
@@ -107,7 +107,7 @@ def test_a_fresh_store_built_with_an_added_revision_is_not_newer_than_itself(tmp
     engine.dispose()
     assert (first.revision, again.revision) == (new, new)
     assert again.at_head and not again.newer
-    assert catalogue(path) == (new, 11, True)
+    assert catalogue(path) == (new, HEAD_VERSION, True)
     # The shipped release, which lacks that revision, knows the file is newer than itself.
     with pytest.warns(NewerSchemaWarning, match=new):
         SessionDB(path).close()
@@ -115,12 +115,13 @@ def test_a_fresh_store_built_with_an_added_revision_is_not_newer_than_itself(tmp
 
 def test_a_revision_may_declare_the_schema_version_it_leaves(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
-    location, new = scripts_with_one_more_revision(tmp_path, extra="schema_version = 12\n")
-    assert history(location).schema_version_of(new) == 12
+    later = HEAD_VERSION + 1
+    location, new = scripts_with_one_more_revision(tmp_path, extra=f"schema_version = {later}\n")
+    assert history(location).schema_version_of(new) == later
     engine = create_engine(path, prepare=True)
     ensure_schema(engine, script_location=location)
     engine.dispose()
-    assert catalogue(path) == (new, 12, True)
+    assert catalogue(path) == (new, later, True)
 
 
 def test_a_branched_history_is_refused(tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
-"""Invariants of the Alembic history 0001–0011 on SQLite.
+"""Invariants of the Alembic history on SQLite.
 
-A database at head must be upstream Hermes' v11 ``state.db`` in meaning (tables, columns,
-types, defaults, indexes, inline FTS5 tables, triggers), plus ``alembic_version``; every
+A database at head must be upstream Hermes' schema-17 ``state.db`` in meaning (tables,
+columns, types, defaults, indexes, inline FTS5 tables, triggers), plus ``alembic_version``
+(columns upstream added after creating a table sit at its end, as in every file upstream
+upgraded); every
 revision steps down and up again keeping every row and keeping ``schema_version`` in
 step; offline SQL carries the ``schema_version`` shim; ``alembic check`` sees no drift;
 and a legacy v1 file upgraded to head ends with the same catalogue as an empty one.
@@ -31,10 +33,14 @@ from legacy_db import (
 
 from hermes_store.db.engine import create_engine
 from hermes_store.schema import migrate
+from hermes_store.schema.legacy import HEAD_VERSION
+from hermes_store.schema.revisions import history
+
+HEAD = history().head
 
 FTS_TABLES = ("messages_fts", "messages_fts_trigram")
 
-# --- expected v11 schema (upstream-behaviour §2) -----------------------------------------
+# --- expected schema ---------------------------------------------------------------------
 
 # (type, not null, default, primary key) of each column, as PRAGMA table_info reports them.
 SESSIONS_COLUMNS = {
@@ -65,6 +71,21 @@ SESSIONS_COLUMNS = {
     "pricing_version": ("TEXT", 0, None, 0),
     "title": ("TEXT", 0, None, 0),
     "api_call_count": ("INTEGER", 0, "0", 0),
+    # upstream's schema 12-17 (revision 0019)
+    "session_key": ("TEXT", 0, None, 0),
+    "chat_id": ("TEXT", 0, None, 0),
+    "chat_type": ("TEXT", 0, None, 0),
+    "thread_id": ("TEXT", 0, None, 0),
+    "cwd": ("TEXT", 0, None, 0),
+    "git_branch": ("TEXT", 0, None, 0),
+    "git_repo_root": ("TEXT", 0, None, 0),
+    "handoff_state": ("TEXT", 0, None, 0),
+    "handoff_platform": ("TEXT", 0, None, 0),
+    "handoff_error": ("TEXT", 0, None, 0),
+    "compression_failure_cooldown_until": ("REAL", 0, None, 0),
+    "compression_failure_error": ("TEXT", 0, None, 0),
+    "rewind_count": ("INTEGER", 1, "0", 0),
+    "archived": ("INTEGER", 1, "0", 0),
 }
 MESSAGES_COLUMNS = {
     "id": ("INTEGER", 0, None, 1),
@@ -82,8 +103,40 @@ MESSAGES_COLUMNS = {
     "reasoning_details": ("TEXT", 0, None, 0),
     "codex_reasoning_items": ("TEXT", 0, None, 0),
     "codex_message_items": ("TEXT", 0, None, 0),
+    "platform_message_id": ("TEXT", 0, None, 0),
+    "observed": ("INTEGER", 0, "0", 0),
+    "active": ("INTEGER", 1, "1", 0),
+    "compacted": ("INTEGER", 1, "0", 0),
 }
 STATE_META_COLUMNS = {"key": ("TEXT", 0, None, 1), "value": ("TEXT", 0, None, 0)}
+COMPRESSION_LOCKS_COLUMNS = {
+    "session_id": ("TEXT", 0, None, 1),
+    "holder": ("TEXT", 1, None, 0),
+    "acquired_at": ("REAL", 1, None, 0),
+    "expires_at": ("REAL", 1, None, 0),
+}
+TOPIC_MODE_COLUMNS = {
+    "chat_id": ("TEXT", 0, None, 1),
+    "user_id": ("TEXT", 1, None, 0),
+    "enabled": ("INTEGER", 1, "1", 0),
+    "activated_at": ("REAL", 1, None, 0),
+    "updated_at": ("REAL", 1, None, 0),
+    "has_topics_enabled": ("INTEGER", 0, None, 0),
+    "allows_users_to_create_topics": ("INTEGER", 0, None, 0),
+    "capability_checked_at": ("REAL", 0, None, 0),
+    "intro_message_id": ("TEXT", 0, None, 0),
+    "pinned_message_id": ("TEXT", 0, None, 0),
+}
+TOPIC_BINDINGS_COLUMNS = {
+    "chat_id": ("TEXT", 1, None, 1),
+    "thread_id": ("TEXT", 1, None, 2),
+    "user_id": ("TEXT", 1, None, 0),
+    "session_key": ("TEXT", 1, None, 0),
+    "session_id": ("TEXT", 1, None, 0),
+    "managed_mode": ("TEXT", 1, "'auto'", 0),
+    "linked_at": ("REAL", 1, None, 0),
+    "updated_at": ("REAL", 1, None, 0),
+}
 SCHEMA_VERSION_COLUMNS = {"version": ("INTEGER", 1, None, 0)}
 
 TRIGGERS = {
@@ -131,7 +184,43 @@ EXPECTED_INDEX_SQL = {
         "sessions",
         "CREATE UNIQUE INDEX idx_sessions_title_unique ON sessions(title) WHERE title IS NOT NULL",
     ),
+    "idx_sessions_source_id": ("sessions", "CREATE INDEX idx_sessions_source_id ON sessions (source, id)"),
+    "idx_sessions_session_key": (
+        "sessions",
+        "CREATE INDEX idx_sessions_session_key ON sessions (session_key, started_at DESC)",
+    ),
+    "idx_sessions_gateway_peer": (
+        "sessions",
+        "CREATE INDEX idx_sessions_gateway_peer "
+        "ON sessions (source, user_id, chat_id, chat_type, thread_id, started_at DESC)",
+    ),
+    "idx_sessions_handoff_state": (
+        "sessions",
+        "CREATE INDEX idx_sessions_handoff_state ON sessions (handoff_state, started_at)",
+    ),
+    "idx_messages_session_active": (
+        "messages",
+        "CREATE INDEX idx_messages_session_active ON messages (session_id, active, timestamp)",
+    ),
+    "idx_messages_platform_msg_id": (
+        "messages",
+        "CREATE INDEX idx_messages_platform_msg_id ON messages (session_id, platform_message_id) "
+        "WHERE platform_message_id IS NOT NULL",
+    ),
+    "idx_compression_locks_expires": (
+        "compression_locks",
+        "CREATE INDEX idx_compression_locks_expires ON compression_locks (expires_at)",
+    ),
+    "idx_telegram_dm_topic_bindings_session": (
+        "telegram_dm_topic_bindings",
+        "CREATE UNIQUE INDEX idx_telegram_dm_topic_bindings_session ON telegram_dm_topic_bindings (session_id)",
+    ),
+    "idx_telegram_dm_topic_bindings_user": (
+        "telegram_dm_topic_bindings",
+        "CREATE INDEX idx_telegram_dm_topic_bindings_user ON telegram_dm_topic_bindings (user_id, chat_id)",
+    ),
 }
+NEW_TABLES = ("compression_locks", "telegram_dm_topic_mode", "telegram_dm_topic_bindings")
 
 SHADOW_SUFFIXES = ("data", "idx", "content", "docsize", "config")
 EXPECTED_TABLES = {
@@ -141,6 +230,7 @@ EXPECTED_TABLES = {
     "messages",
     "state_meta",
     "sqlite_sequence",
+    *NEW_TABLES,
     *FTS_TABLES,
     *(f"{t}_{s}" for t in FTS_TABLES for s in SHADOW_SUFFIXES),
 }
@@ -208,6 +298,7 @@ def test_head_has_exactly_upstreams_objects_plus_alembic_version(head_db: Path) 
         "sqlite_autoindex_sessions_1",
         "sqlite_autoindex_state_meta_1",
         "sqlite_autoindex_alembic_version_1",
+        *(f"sqlite_autoindex_{table}_1" for table in NEW_TABLES),
     }
     assert triggers == TRIGGERS
     assert {kind for kind, _ in objects} == {"table", "index", "trigger"}
@@ -246,20 +337,28 @@ def test_indexes_match_upstream_including_partial_unique_title_index(head_db: Pa
     assert index_list["idx_sessions_source"] == (0, 0)
 
 
-def test_sessions_has_upstreams_27_columns_types_and_defaults(head_db: Path) -> None:
+def test_sessions_has_upstreams_41_columns_types_and_defaults(head_db: Path) -> None:
     assert table_info(head_db, "sessions") == SESSIONS_COLUMNS
-    assert len(SESSIONS_COLUMNS) == 27
+    assert len(SESSIONS_COLUMNS) == 41
 
 
-def test_messages_has_upstreams_15_columns_types_and_defaults(head_db: Path) -> None:
+def test_messages_has_upstreams_19_columns_types_and_defaults(head_db: Path) -> None:
     assert table_info(head_db, "messages") == MESSAGES_COLUMNS
-    assert len(MESSAGES_COLUMNS) == 15
+    assert len(MESSAGES_COLUMNS) == 19
     assert "AUTOINCREMENT" in master(head_db)[("table", "messages")]
 
 
 def test_state_meta_and_schema_version_tables_match_upstream(head_db: Path) -> None:
     assert table_info(head_db, "state_meta") == STATE_META_COLUMNS
     assert table_info(head_db, "schema_version") == SCHEMA_VERSION_COLUMNS
+
+
+def test_compression_lock_and_telegram_topic_tables_match_upstream(head_db: Path) -> None:
+    assert table_info(head_db, "compression_locks") == COMPRESSION_LOCKS_COLUMNS
+    assert table_info(head_db, "telegram_dm_topic_mode") == TOPIC_MODE_COLUMNS
+    assert table_info(head_db, "telegram_dm_topic_bindings") == TOPIC_BINDINGS_COLUMNS
+    # Upstream reads this key before it uses the topic tables: 2 is the shape with CASCADE.
+    assert query(head_db, "SELECT key, value FROM state_meta") == [("telegram_dm_topic_schema_version", "2")]
 
 
 def test_foreign_keys_reference_sessions_without_on_delete_action(head_db: Path) -> None:
@@ -269,11 +368,14 @@ def test_foreign_keys_reference_sessions_without_on_delete_action(head_db: Path)
 
     assert fks("sessions") == [("sessions", "parent_session_id", "id", "NO ACTION", "NO ACTION")]
     assert fks("messages") == [("sessions", "session_id", "id", "NO ACTION", "NO ACTION")]
+    # A deleted session takes its Telegram topic binding with it (upstream's second shape).
+    assert fks("telegram_dm_topic_bindings") == [("sessions", "session_id", "id", "NO ACTION", "CASCADE")]
+    assert fks("compression_locks") == []
 
 
-def test_head_records_schema_version_11_once_and_alembic_0012(head_db: Path) -> None:
-    assert schema_versions(head_db) == [11]
-    assert alembic_versions(head_db) == ["0018"]
+def test_head_records_schema_version_17_once_and_the_head_revision(head_db: Path) -> None:
+    assert schema_versions(head_db) == [HEAD_VERSION] == [17]
+    assert alembic_versions(head_db) == [HEAD]
 
 
 # --- FTS behaviour at head ---------------------------------------------------------------
@@ -352,6 +454,14 @@ ADDED_BY_REVISION: dict[str, set[str]] = {
     },
     # 0011 renames nothing: it makes both indexes inline, which gives each a _content table.
     "0011": {"table:messages_fts_content", "table:messages_fts_trigram_content"},
+    # 0012-0018 change PostgreSQL only.
+    "0019": {
+        *(f"column:sessions.{c}" for c in list(SESSIONS_COLUMNS)[27:]),
+        *(f"column:messages.{c}" for c in list(MESSAGES_COLUMNS)[15:]),
+        *(f"table:{t}" for t in NEW_TABLES),
+        *(f"index:sqlite_autoindex_{t}_1" for t in NEW_TABLES),
+        *(f"index:{name}" for name in list(EXPECTED_INDEX_SQL)[5:]),
+    },
 }
 
 
@@ -385,11 +495,11 @@ def test_downgrade_removes_exactly_what_its_revision_added_and_keeps_rows(
     path, before = populated_head
     migrate.downgrade(path, revision)
     at_revision = inventory(path)
-    below = f"{int(revision) - 1:04d}"
+    below = history().revisions[history().revisions.index(revision) - 1]
     migrate.downgrade(path, below)
     assert at_revision - inventory(path) == ADDED_BY_REVISION[revision]
     assert inventory(path) - at_revision == set()
-    assert schema_versions(path) == [int(below)]
+    assert schema_versions(path) == [history().schema_version_of(below)]
     assert alembic_versions(path) == [below]
     assert_rows_kept(path, before)
     first_message = min(before["messages"])
@@ -403,11 +513,13 @@ def test_stepping_down_to_0001_and_back_up_keeps_every_row_and_schema_version_in
     populated_head: tuple[Path, dict[str, dict]],
 ) -> None:
     path, before = populated_head
+    migrate.downgrade(path, "0018")
+    assert (alembic_versions(path), schema_versions(path)) == (["0018"], [11])
     # 0012-0018 change PostgreSQL only: on SQLite stepping over them changes nothing.
-    schema_at_head = inventory(path)
+    schema_at_0018 = inventory(path)
     migrate.downgrade(path, "-7")
     assert (alembic_versions(path), schema_versions(path)) == (["0011"], [11])
-    assert inventory(path) == schema_at_head
+    assert inventory(path) == schema_at_0018
     for number in range(10, 0, -1):
         migrate.downgrade(path, "-1")
         assert alembic_versions(path) == [f"{number:04d}"]
@@ -422,6 +534,10 @@ def test_stepping_down_to_0001_and_back_up_keeps_every_row_and_schema_version_in
         assert schema_versions(path) == [min(number, 11)]  # 0012 leaves upstream's v11
         assert_rows_kept(path, at_0001)
         assert_readded_columns_are_empty(path, at_0001)
+    migrate.upgrade(path)
+    assert (alembic_versions(path), schema_versions(path)) == ([HEAD], [HEAD_VERSION])
+    assert_rows_kept(path, at_0001)
+    assert_readded_columns_are_empty(path, at_0001)
     assert table_info(path, "sessions") == SESSIONS_COLUMNS
     assert table_info(path, "messages") == MESSAGES_COLUMNS
     for table in FTS_TABLES:
@@ -430,7 +546,7 @@ def test_stepping_down_to_0001_and_back_up_keeps_every_row_and_schema_version_in
 
 
 def assert_readded_columns_are_empty(path: Path, floor: dict[str, dict]) -> None:
-    """Columns dropped on the way down come back empty: NULL, or 0 where they default to 0."""
+    """Columns dropped on the way down come back empty: NULL, or their default of 0 or 1."""
     expected_columns = {"sessions": SESSIONS_COLUMNS, "messages": MESSAGES_COLUMNS}
     for table in ("sessions", "messages"):
         kept = set(next(iter(floor[table].values())))
@@ -439,7 +555,8 @@ def assert_readded_columns_are_empty(path: Path, floor: dict[str, dict]) -> None
                 if column in kept:
                     continue
                 default = expected_columns[table][column][2]
-                assert value == (("integer", 0) if default == "0" else ("null", None)), (table, column)
+                empty = ("integer", int(default)) if default in ("0", "1") else ("null", None)
+                assert value == empty, (table, column)
 
 
 def before_id(before: dict[str, dict], tool_name: str) -> int:
@@ -456,8 +573,8 @@ def test_cli_downgrade_to_0001_and_upgrade_keeps_rows(
     assert_rows_kept(path, before)
     at_0001 = {t: read_rows(path, t) for t in ("sessions", "messages")}
     alembic_cli(path, "upgrade", "head")
-    assert schema_versions(path) == [11]
-    assert alembic_versions(path) == ["0018"]
+    assert schema_versions(path) == [HEAD_VERSION]
+    assert alembic_versions(path) == [HEAD]
     assert_rows_kept(path, at_0001)
     assert_readded_columns_are_empty(path, at_0001)
     for table in FTS_TABLES:

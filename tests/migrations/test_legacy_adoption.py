@@ -39,12 +39,14 @@ from support import REPO_ROOT, run_alembic, subprocess_env
 from hermes_store import models
 from hermes_store.db.engine import create_engine
 from hermes_store.schema import migrate
-from hermes_store.schema.legacy import NewerSchemaWarning
+from hermes_store.schema.legacy import HEAD_VERSION, NewerSchemaWarning
+from hermes_store.schema.revisions import history
 
 FTS_TABLES = ("messages_fts", "messages_fts_trigram")
 ADOPTERS = ("ensure_schema", "alembic upgrade head")
-ALL_SESSION_COLUMNS = 27
-ALL_MESSAGE_COLUMNS = 15
+ALL_SESSION_COLUMNS = 41
+ALL_MESSAGE_COLUMNS = 19
+HEAD = history().head
 
 
 def adopt(path: Path, how: str) -> None:
@@ -135,8 +137,8 @@ def test_legacy_database_of_every_version_is_adopted_with_every_row_kept(
 
     adopt(path, how)
 
-    assert schema_versions(path) == [11]
-    assert alembic_versions(path) == ["0018"]
+    assert schema_versions(path) == [HEAD_VERSION]
+    assert alembic_versions(path) == [HEAD]
     assert_rows_kept(path, before)
     assert len(columns(path, "sessions")) == ALL_SESSION_COLUMNS
     assert len(columns(path, "messages")) == ALL_MESSAGE_COLUMNS
@@ -165,7 +167,7 @@ def test_v7_missing_reasoning_content_gains_it(tmp_path: Path, how: str) -> None
     assert "reasoning_content" in columns(path, "messages")
     assert {r["reasoning_content"] for r in read_rows(path, "messages").values()} == {("null", None)}
     assert_rows_kept(path, before)
-    assert schema_versions(path) == [11] and alembic_versions(path) == ["0018"]
+    assert schema_versions(path) == [HEAD_VERSION] and alembic_versions(path) == [HEAD]
 
 
 @pytest.mark.parametrize("how", ADOPTERS)
@@ -181,7 +183,7 @@ def test_v2_that_already_has_v5_columns_upgrades_and_keeps_their_values(tmp_path
     adopt(path, how)
     assert_rows_kept(path, before)
     assert len(columns(path, "sessions")) == ALL_SESSION_COLUMNS
-    assert schema_versions(path) == [11] and alembic_versions(path) == ["0018"]
+    assert schema_versions(path) == [HEAD_VERSION] and alembic_versions(path) == [HEAD]
 
 
 @pytest.mark.parametrize("how", ADOPTERS)
@@ -209,8 +211,8 @@ def test_two_schema_version_rows_from_racing_upstream_opens_become_one(tmp_path:
     assert schema_versions(path) == [9, 9]
     before = snapshot(path)
     adopt(path, "ensure_schema")
-    assert schema_versions(path) == [11]
-    assert alembic_versions(path) == ["0018"]
+    assert schema_versions(path) == [HEAD_VERSION]
+    assert alembic_versions(path) == [HEAD]
     assert_rows_kept(path, before)
 
 
@@ -284,12 +286,13 @@ def test_duplicate_titles_are_renamed_by_the_alembic_command_too(tmp_path: Path)
 
 
 def newer_legacy_db(path: Path) -> None:
-    """An upstream v12 file: one more column and schema_version 12, no alembic_version."""
+    """A file from an upstream newer than ours: one more column and schema_version 18,
+    no alembic_version."""
     build_legacy_db(path, 11)
     populate(path)
     with closing(connect(path)) as conn:
         conn.execute("ALTER TABLE messages ADD COLUMN platform_message_id TEXT")
-        conn.execute("UPDATE schema_version SET version = 12")
+        conn.execute(f"UPDATE schema_version SET version = {HEAD_VERSION + 1}")
 
 
 def newer_revision_db(path: Path) -> None:
@@ -303,8 +306,8 @@ def newer_revision_db(path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("make", "expected_revision", "expected_version"),
-    [(newer_legacy_db, None, 12), (newer_revision_db, ["0099"], 11)],
-    ids=["schema_version-12", "revision-0099"],
+    [(newer_legacy_db, None, HEAD_VERSION + 1), (newer_revision_db, ["0099"], 11)],
+    ids=["schema_version-18", "revision-0099"],
 )
 def test_newer_database_opens_with_a_warning_and_is_never_stamped(
     tmp_path: Path, make, expected_revision: list[str] | None, expected_version: int
@@ -330,7 +333,7 @@ def test_newer_database_opens_with_a_warning_and_is_never_stamped(
 
 
 @pytest.mark.parametrize(
-    "make", [newer_legacy_db, newer_revision_db], ids=["schema_version-12", "revision-0099"]
+    "make", [newer_legacy_db, newer_revision_db], ids=["schema_version-18", "revision-0099"]
 )
 def test_alembic_command_leaves_a_newer_database_untouched(tmp_path: Path, make) -> None:
     path = tmp_path / "state.db"
@@ -379,18 +382,18 @@ def test_opening_an_up_to_date_database_does_not_import_alembic(db_path: Path, t
     migrate.upgrade(db_path)
     up_to_date = run_probe(db_path, tmp_path)
     assert up_to_date["alembic_imported"] is False
-    assert up_to_date["revision"] == "0018"
+    assert up_to_date["revision"] == HEAD
     print(f"ensure_schema on an up-to-date database took {up_to_date['elapsed_ms']} ms")
     # A new file is created from the head snapshot (hermes_store.schema.sqlite_head), no
     # Alembic either; the probe can see the import: a legacy file that needs migrating does.
     fresh = run_probe(tmp_path / "fresh.db", tmp_path)
     assert fresh["alembic_imported"] is False
-    assert fresh["revision"] == "0018"
+    assert fresh["revision"] == HEAD
     legacy = tmp_path / "legacy.db"
     build_legacy_db(legacy, 10)
     needs_work = run_probe(legacy, tmp_path)
     assert needs_work["alembic_imported"] is True
-    assert needs_work["revision"] == "0018"
+    assert needs_work["revision"] == HEAD
 
 
 # --- a failing upgrade -------------------------------------------------------------------
@@ -484,9 +487,9 @@ def test_concurrent_first_opens_all_succeed_and_migrate_once(db_path: Path, tmp_
     outcomes = [(p.wait(timeout=120), *p.communicate()) for p in openers]
     for code, out, err in outcomes:
         assert code == 0, err
-        assert out.split() == ["0018", "11"]
-    assert alembic_versions(db_path) == ["0018"]
-    assert schema_versions(db_path) == [11]
+        assert out.split() == [HEAD, str(HEAD_VERSION)]
+    assert alembic_versions(db_path) == [HEAD]
+    assert schema_versions(db_path) == [HEAD_VERSION]
 
 
 WAITER = textwrap.dedent(
@@ -524,5 +527,5 @@ def test_first_open_queues_behind_a_migration_that_outlasts_the_busy_timeout(db_
         migrator.execute("ROLLBACK")
     out, err = opener.communicate(timeout=120)
     assert opener.returncode == 0, err
-    assert out.split() == ["0018"]
-    assert alembic_versions(db_path) == ["0018"]
+    assert out.split() == [HEAD]
+    assert alembic_versions(db_path) == [HEAD]

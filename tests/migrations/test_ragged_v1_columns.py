@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from hermes_store import SessionDB
+from hermes_store.schema.legacy import HEAD_VERSION
 
 HAND_MADE_V10 = """
 CREATE TABLE schema_version (version INTEGER NOT NULL);
@@ -47,5 +48,5 @@ def test_hand_made_v10_without_v1_columns_is_completed_and_searchable(tmp_path: 
     db.update_token_counts("s1", input_tokens=5, model="m")
     assert db.get_session("s1")["model"] == "m"  # type: ignore[index]
     assert db._conn is not None
-    assert db._conn.execute("SELECT version FROM schema_version").fetchone()[0] == 11
+    assert db._conn.execute("SELECT version FROM schema_version").fetchone()[0] == HEAD_VERSION
     db.close()
