@@ -213,7 +213,8 @@ EXPECTED_INDEX_SQL = {
     ),
     "idx_telegram_dm_topic_bindings_session": (
         "telegram_dm_topic_bindings",
-        "CREATE UNIQUE INDEX idx_telegram_dm_topic_bindings_session ON telegram_dm_topic_bindings (session_id)",
+        "CREATE UNIQUE INDEX idx_telegram_dm_topic_bindings_session "
+        "ON telegram_dm_topic_bindings (session_id)",
     ),
     "idx_telegram_dm_topic_bindings_user": (
         "telegram_dm_topic_bindings",
