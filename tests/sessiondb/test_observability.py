@@ -95,14 +95,21 @@ CALLS: dict[str, Callable[[SessionDB], object]] = {
     "append_messages": lambda db: db.append_messages(
         "tip", [{"role": "assistant", "content": "ok", "tool_calls": [{"id": "y"}]}, {"role": "tool"}]
     ),
+    "backfill_repo_roots": lambda db: db.backfill_repo_roots({"/work": "/work"}),
     "clear_messages": lambda db: db.clear_messages("tip"),
     "close": lambda db: db.close(),
+    "count_empty_sessions": lambda db: db.count_empty_sessions(),
     "create_session": lambda db: db.create_session("new", "cli", model_config={"a": 1}),
+    "delete_empty_sessions": lambda db: db.delete_empty_sessions(),
     "delete_session": lambda db: db.delete_session("tip"),
+    "delete_session_if_empty": lambda db: db.delete_session_if_empty("ghost"),
+    "delete_sessions": lambda db: db.delete_sessions(["root", "ghost", "missing"]),
+    "distinct_session_cwds": lambda db: db.distinct_session_cwds(include_archived=True),
     "end_session": lambda db: db.end_session("tip", "user_exit"),
     "ensure_session": lambda db: db.ensure_session("other"),
     "export_all": lambda db: db.export_all(),
     "export_session": lambda db: db.export_session("root"),
+    "finalize_orphaned_compression_sessions": lambda db: db.finalize_orphaned_compression_sessions(),
     "get_ancestors": lambda db: db.get_ancestors("tip"),
     "get_compression_tip": lambda db: db.get_compression_tip("root"),
     "get_descendants": lambda db: db.get_descendants("root"),
@@ -137,6 +144,12 @@ CALLS: dict[str, Callable[[SessionDB], object]] = {
     "set_session_title": lambda db: db.set_session_title("tip", "logs #2"),
     "update_system_prompt": lambda db: db.update_system_prompt("tip", "be brief"),
     "update_token_counts": lambda db: db.update_token_counts("tip", 5, 7, model="m2"),
+    "update_session_billing_route": lambda db: db.update_session_billing_route(
+        "tip", provider="p", base_url="u"
+    ),
+    "update_session_cwd": lambda db: db.update_session_cwd("tip", "/work", git_branch="main"),
+    "update_session_meta": lambda db: db.update_session_meta("tip", "{}", model="m3"),
+    "update_session_model": lambda db: db.update_session_model("tip", "m3"),
     "vacuum": lambda db: db.vacuum(),
 }
 # On PostgreSQL these legitimately run nothing: the server checkpoints on its own.
