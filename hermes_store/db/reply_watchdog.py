@@ -91,6 +91,14 @@ class _Watchdog:
         self._watched: dict[int, _Watched] = {}
         self._thread: threading.Thread | None = None
 
+    def start_afresh(self) -> None:
+        """In a forked child: the parent's thread did not come along (its object did, so
+        it would never be started again), its lock may have been held at the fork, and
+        the connections it watched are the parent's. Start with none of them."""
+        self._lock = threading.Lock()
+        self._watched = {}
+        self._thread = None
+
     def add(self, connection: Any, limit_s: float) -> None:
         with self._lock:
             self._watched[id(connection)] = _Watched(connection, limit_s)
@@ -138,6 +146,8 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_WATCHDOG.start_afresh)
 
 
 def _shut_down(connection: Any) -> None:

@@ -9,6 +9,14 @@ new ones on next use, but neither used nor closed — closing in the child could
 act for the parent (a PostgreSQL driver saying goodbye on the shared socket, SQLite's
 last-connection checkpoint deleting the parent's ``-wal`` file). They stay referenced
 here for the child's lifetime, so garbage collection never closes them either.
+
+A fork must also not happen in the middle of a write. SQLite keeps what each connection
+of the process has locked in memory shared by all of them, and the child inherits that
+memory but not the file locks themselves: forked while a parent thread held the write
+lock, the child's own connections would find it "held by another connection of this
+process" and wait for it forever. So before a fork every registered holder may *quiesce*
+(the unit of work takes its writer lock, waiting for the write in progress to commit),
+and lets go again in the parent afterwards.
 """
 
 from __future__ import annotations
@@ -23,6 +31,11 @@ H = TypeVar("H")
 _HOLDERS: weakref.WeakKeyDictionary[Any, Callable[[Any], Iterable[object]]] = weakref.WeakKeyDictionary()
 _INHERITED: list[object] = []
 """What children forgot: kept, unused and unclosed, until the child exits."""
+_QUIESCERS: weakref.WeakKeyDictionary[Any, tuple[Callable[[Any], bool], Callable[[Any], None]]] = (
+    weakref.WeakKeyDictionary()
+)
+_QUIESCED: list[tuple[Any, Callable[[Any], None]]] = []
+"""Holders quiesced for the fork in progress, with how each resumes in the parent."""
 
 
 def forget_in_child(holder: H, forget: Callable[[H], Iterable[object]]) -> None:
@@ -34,10 +47,30 @@ def forget_in_child(holder: H, forget: Callable[[H], Iterable[object]]) -> None:
     _HOLDERS[holder] = forget
 
 
+def quiesce_for_fork(holder: H, pause: Callable[[H], bool], resume: Callable[[H], None]) -> None:
+    """Before any fork while ``holder`` lives, call ``pause(holder)``; when it returns
+    ``True``, call ``resume(holder)`` in the parent once the fork is done (the child gets
+    fresh state from :func:`forget_in_child` instead). ``holder`` is referenced weakly."""
+    _QUIESCERS[holder] = (pause, resume)
+
+
+def _quiesce_all() -> None:
+    for holder, (pause, resume) in list(_QUIESCERS.items()):
+        if pause(holder):
+            _QUIESCED.append((holder, resume))
+
+
+def _resume_all() -> None:
+    while _QUIESCED:
+        holder, resume = _QUIESCED.pop()
+        resume(holder)
+
+
 def _forget_all() -> None:
+    _QUIESCED.clear()  # what the parent paused is the parent's to resume
     for holder, forget in list(_HOLDERS.items()):
         _INHERITED.extend(forget(holder))
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_forget_all)
+    os.register_at_fork(before=_quiesce_all, after_in_parent=_resume_all, after_in_child=_forget_all)

@@ -39,7 +39,7 @@ from hermes_store.db.execution import (
 from hermes_store.db.server_errors import is_server_unreachable
 from hermes_store.db.sqlite_errors import is_retryable_conflict, raise_translated, translate
 from hermes_store.errors import NestedWrite, ServerUnavailable, WriteConflict
-from hermes_store.uow.fork_safety import forget_in_child
+from hermes_store.uow.fork_safety import forget_in_child, quiesce_for_fork
 from hermes_store.uow.group_commit import QueuedWrite, WriteQueue
 
 log = logging.getLogger(__name__)
@@ -108,6 +108,7 @@ class UnitOfWork:
         self.write_count = 0
         self.retry_count = 0
         forget_in_child(self, _forget_connections)
+        quiesce_for_fork(self, _pause_writes, _resume_writes)
 
     def write(self, work: Callable[[orm.Session], T], operation: str) -> T:
         """Run ``work(session)`` in one write transaction and commit; retry it whole on lock.
@@ -529,6 +530,26 @@ def _commit(transaction: RootTransaction) -> None:
         ) from exc
 
 
+FORK_PAUSE_S = 30.0
+"""How long a fork waits for the write in progress to commit before forking anyway."""
+
+
+def _pause_writes(uow: UnitOfWork) -> bool:
+    """Before a fork: take the writer lock, so that no write of this process is mid-way
+    (see fork_safety). Not when the forking thread is the writer (a fork from inside a
+    write's own work), nor after waiting :data:`FORK_PAUSE_S` in vain (logged)."""
+    if uow._writer == uow._caller():
+        return False
+    if uow._lock.acquire(timeout=FORK_PAUSE_S):
+        return True
+    log.warning("forking while a write of this process is still running after %.0f s", FORK_PAUSE_S)
+    return False
+
+
+def _resume_writes(uow: UnitOfWork) -> None:
+    uow._lock.release()
+
+
 def _forget_connections(uow: UnitOfWork) -> list[object]:
     """In a forked child: drop the parent's connections, pooled or held (see fork_safety)."""
     inherited: list[object] = [
@@ -539,7 +560,15 @@ def _forget_connections(uow: UnitOfWork) -> list[object]:
     ]
     uow._idle_connections = []
     uow._write_connection = None
+    uow._write_connection_taken = None
     uow._write_session = orm.Session()
+    # Only the forking thread lives on in the child, but the others' state was copied: a
+    # writer lock one of them held would never be released, a write one of them queued
+    # would lead a group nobody runs, and its thread id would make the child's first write
+    # look nested. The child starts with none of them.
+    uow._lock = threading.Lock()
+    uow._queue = WriteQueue()
+    uow._writer = None
     # A new, empty pool; the old one and its connections stay with the forgotten ones.
     uow.engine.dispose(close=False)
     return inherited
