@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from hermes_store import SessionDB
+from hermes_store.repository import delegates
 from hermes_store.repository import sessions as session_rows
 
 DAY = 86400.0
@@ -92,8 +94,9 @@ def test_children_without_a_marker_are_detached_not_deleted(db, make_session, ra
     make_session("no-config", started=4.0, parent="parent")
     make_session("json-list", started=5.0, parent="parent")
     set_model_config(raw, "json-list", '["_delegate_from", "parent"]')
+    make_session("nested", started=6.0, parent="parent", model_config={"inner": {"_delegate_from": "parent"}})
     assert db.delete_session("parent") is True
-    kept = ("null-marker", "plain-config", "no-config", "json-list")
+    kept = ("null-marker", "plain-config", "no-config", "json-list", "nested")
     assert existing(db, *kept) == set(kept)
     assert {db.get_session(session_id)["parent_session_id"] for session_id in kept} == {None}
 
@@ -146,6 +149,48 @@ def test_prune_does_not_cascade_delegates(db, make_session):
     delegate(make_session, "recent-worker", "old", started=now - DAY)
     assert db.prune_sessions(older_than_days=90) == 1
     assert db.get_session("recent-worker")["parent_session_id"] is None
+
+
+@pytest.mark.parametrize(
+    ("model_config", "marker"),
+    [
+        ('{"_delegate_from": "p"}', "p"),
+        ('{"_delegate_from": 5}', "5"),
+        ('{"_delegate_from": null}', None),
+        ('{"other": 1}', None),
+        ('["_delegate_from"]', None),
+        ('"_delegate_from"', None),
+        ('{"_delegate_from": "p"', None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_marker_of(model_config, marker):
+    assert delegates.marker_of(model_config) == marker
+
+
+def sync_store(db):
+    if not isinstance(db, SessionDB):
+        pytest.skip("calls the repository through the sync store's unit of work")
+    return db
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["valid JSON", "a row that is not JSON"])
+def test_collecting_delegates_never_returns_the_seeds_or_the_kept(db, make_session, raw, broken):
+    store = sync_store(db)
+    make_session("a", started=1.0, model_config={"_delegate_from": "b"})
+    make_session("b", started=2.0, model_config={"_delegate_from": "a"})
+    delegate(make_session, "c", "b")
+    delegate(make_session, "kept", "a")
+    delegate(make_session, "behind-kept", "kept")
+    make_session("noise", started=3.0)
+    if broken:
+        set_model_config(raw, "noise", "{_delegate_from")
+    with store.unit_of_work.read() as session:
+        assert sorted(delegates.delegate_children(session, ["a"])) == ["b", "behind-kept", "c", "kept"]
+        assert sorted(delegates.delegate_children(session, ["a"], keep={"kept"})) == ["b", "c"]
+        assert sorted(delegates.delegate_children(session, ["a", "b"])) == ["behind-kept", "c", "kept"]
+        assert delegates.delegate_children(session, ["", "noise"]) == []
 
 
 # --- delete_sessions ---------------------------------------------------------------------------------
