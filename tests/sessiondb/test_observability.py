@@ -95,24 +95,41 @@ CALLS: dict[str, Callable[[SessionDB], object]] = {
     "append_messages": lambda db: db.append_messages(
         "tip", [{"role": "assistant", "content": "ok", "tool_calls": [{"id": "y"}]}, {"role": "tool"}]
     ),
+    "apply_telegram_topic_migration": lambda db: db.apply_telegram_topic_migration(),
     "backfill_repo_roots": lambda db: db.backfill_repo_roots({"/work": "/work"}),
+    "bind_telegram_topic": lambda db: db.bind_telegram_topic(
+        chat_id=1, thread_id=2, user_id=3, session_key="k", session_id="tip"
+    ),
+    "claim_handoff": lambda db: (db.request_handoff("tip", "telegram"), db.claim_handoff("tip")),
+    "clear_compression_failure_cooldown": lambda db: db.clear_compression_failure_cooldown("tip"),
     "clear_messages": lambda db: db.clear_messages("tip"),
     "close": lambda db: db.close(),
+    "complete_handoff": lambda db: db.complete_handoff("tip"),
     "count_empty_sessions": lambda db: db.count_empty_sessions(),
     "create_session": lambda db: db.create_session("new", "cli", model_config={"a": 1}),
     "delete_empty_sessions": lambda db: db.delete_empty_sessions(),
     "delete_session": lambda db: db.delete_session("tip"),
     "delete_session_if_empty": lambda db: db.delete_session_if_empty("ghost"),
     "delete_sessions": lambda db: db.delete_sessions(["root", "ghost", "missing"]),
+    "delete_telegram_topic_binding": lambda db: db.delete_telegram_topic_binding(chat_id=1, thread_id=2),
+    "disable_telegram_topic_mode": lambda db: db.disable_telegram_topic_mode(chat_id=1),
     "distinct_session_cwds": lambda db: db.distinct_session_cwds(include_archived=True),
+    "enable_telegram_topic_mode": lambda db: db.enable_telegram_topic_mode(chat_id=1, user_id=3),
     "end_session": lambda db: db.end_session("tip", "user_exit"),
     "ensure_session": lambda db: db.ensure_session("other"),
     "export_all": lambda db: db.export_all(),
     "export_session": lambda db: db.export_session("root"),
+    "fail_handoff": lambda db: db.fail_handoff("tip", "gone"),
     "finalize_orphaned_compression_sessions": lambda db: db.finalize_orphaned_compression_sessions(),
+    "find_latest_gateway_session_for_peer": lambda db: db.find_latest_gateway_session_for_peer(
+        source="cli", session_key="k", chat_id="c", chat_type="dm"
+    ),
     "get_ancestors": lambda db: db.get_ancestors("tip"),
+    "get_compression_failure_cooldown": lambda db: db.get_compression_failure_cooldown("tip"),
+    "get_compression_lock_holder": lambda db: db.get_compression_lock_holder("tip"),
     "get_compression_tip": lambda db: db.get_compression_tip("root"),
     "get_descendants": lambda db: db.get_descendants("root"),
+    "get_handoff_state": lambda db: db.get_handoff_state("tip"),
     "get_messages": lambda db: db.get_messages("root"),
     "get_messages_as_conversation": lambda db: db.get_messages_as_conversation("tip", include_ancestors=True),
     "get_meta": lambda db: db.get_meta("k"),
@@ -120,15 +137,37 @@ CALLS: dict[str, Callable[[SessionDB], object]] = {
     "get_session": lambda db: db.get_session("root"),
     "get_session_by_title": lambda db: db.get_session_by_title("logs"),
     "get_session_title": lambda db: db.get_session_title("root"),
+    "get_telegram_topic_binding": lambda db: db.get_telegram_topic_binding(chat_id=1, thread_id=2),
+    "get_telegram_topic_binding_by_session": lambda db: db.get_telegram_topic_binding_by_session(
+        session_id="tip"
+    ),
+    "is_telegram_session_linked_to_topic": lambda db: db.is_telegram_session_linked_to_topic(
+        session_id="tip"
+    ),
+    "is_telegram_topic_mode_enabled": lambda db: db.is_telegram_topic_mode_enabled(chat_id=1, user_id=3),
+    "list_pending_handoffs": lambda db: db.list_pending_handoffs(),
     "list_sessions_rich": lambda db: db.list_sessions_rich(),
+    "list_telegram_topic_bindings_for_chat": lambda db: db.list_telegram_topic_bindings_for_chat(chat_id=1),
+    "list_unlinked_telegram_sessions_for_user": lambda db: db.list_unlinked_telegram_sessions_for_user(
+        chat_id=1, user_id=3
+    ),
     "maybe_auto_prune_and_vacuum": lambda db: db.maybe_auto_prune_and_vacuum(retention_days=0),
     "message_count": lambda db: db.message_count("root"),
     "prune_empty_ghost_sessions": lambda db: db.prune_empty_ghost_sessions(),
     "prune_sessions": lambda db: db.prune_sessions(older_than_days=0),
+    "record_compression_failure_cooldown": lambda db: db.record_compression_failure_cooldown(
+        "tip", 1e10, "x"
+    ),
+    "record_gateway_session_peer": lambda db: db.record_gateway_session_peer(
+        "tip", source="cli", session_key="k"
+    ),
+    "refresh_compression_lock": lambda db: db.refresh_compression_lock("tip", "me"),
+    "release_compression_lock": lambda db: db.release_compression_lock("tip", "me"),
     "reopen_session": lambda db: db.reopen_session("root"),
     "replace_messages": lambda db: db.replace_messages(
         "tip", [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
     ),
+    "request_handoff": lambda db: db.request_handoff("tip", "telegram"),
     "resolve_resume_session_id": lambda db: db.resolve_resume_session_id("ghost"),
     "resolve_session_by_title": lambda db: db.resolve_session_by_title("logs"),
     "resolve_session_id": lambda db: db.resolve_session_id("ro"),
@@ -142,6 +181,7 @@ CALLS: dict[str, Callable[[SessionDB], object]] = {
     "session_count": lambda db: db.session_count(),
     "set_meta": lambda db: db.set_meta("k", "w"),
     "set_session_title": lambda db: db.set_session_title("tip", "logs #2"),
+    "try_acquire_compression_lock": lambda db: db.try_acquire_compression_lock("tip", "me"),
     "update_system_prompt": lambda db: db.update_system_prompt("tip", "be brief"),
     "update_token_counts": lambda db: db.update_token_counts("tip", 5, 7, model="m2"),
     "update_session_billing_route": lambda db: db.update_session_billing_route(
