@@ -53,8 +53,8 @@ class ImportFailed(ValueError):
 
 
 def count_sessions(db: SessionDB, source: str | None) -> int:
-    """How many sessions an export of ``source`` (or everything) covers."""
-    return db.session_count(source)
+    """How many sessions an export of ``source`` (or everything) covers: archived ones too."""
+    return db.session_count(source, include_archived=True)
 
 
 def iter_session_ids(db: SessionDB, source: str | None, page: int = _PAGE) -> Iterator[str]:

@@ -343,6 +343,7 @@ def test_every_kind_of_read_answers_as_the_sync_store_does(store_url: str) -> No
             ],
         )
         sync_db.set_session_title("tip", "Pods")
+        sync_db.create_session("cron_nightly_1", "cron", cwd="/srv")
         queries = ["docker", '"docker image"', "kube*", "记忆", "docker 服务器", "terminal"]
         reads: list[tuple[str, tuple[object, ...], dict[str, object]]] = [
             *[("search_messages", (q,), {}) for q in queries],
@@ -359,6 +360,14 @@ def test_every_kind_of_read_answers_as_the_sync_store_does(store_url: str) -> No
             ("export_session", ("tip",), {}),
             ("session_count", (), {}),
             ("message_count", (), {}),
+            # Upstream head's listing parameters, positionally in their new order too.
+            ("list_sessions_rich", ("telegram", None, None, 5, 0, True, 1), {}),
+            ("list_sessions_rich", (), {"order_by_last_active": True, "id_query": "ROO"}),
+            ("list_sessions_rich", (), {"order_by_last_active": True, "search_query": "pods"}),
+            ("list_sessions_rich", (), {"include_archived": True, "min_message_count": 2}),
+            ("session_count", (None, None, 0, True, False, True, ["cron"]), {}),
+            ("search_sessions_by_id", ("ti",), {"limit": 3}),
+            ("list_cron_job_runs", ("nightly",), {}),
         ]
         expected = [getattr(sync_db, name)(*args, **kwargs) for name, args, kwargs in reads]
     finally:
