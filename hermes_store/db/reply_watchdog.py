@@ -44,16 +44,39 @@ _SET_TIMEOUT = re.compile(
 )
 
 
-class _Watched:
-    """One DB-API connection of a watched engine."""
+_MENTIONS_TIMEOUT = re.compile(r"statement_timeout", re.IGNORECASE)
+_IDLE, _INTRANS = 0, 2  # libpq's PQTRANS_IDLE and PQTRANS_INTRANS
 
-    __slots__ = ("connection", "default_s", "local_s", "seen", "session_s", "since", "statements")
+
+class _Watched:
+    """One DB-API connection of a watched engine, and the ``statement_timeout`` the server
+    applies to it, followed the way the server applies it: a session ``SET`` inside a
+    transaction holds until that transaction ends and survives only its ``COMMIT``; a
+    ``SET LOCAL`` ends with its transaction either way. A change made in a form not read
+    here (``set_config``, several statements in one string, a ``DO`` block) lifts the limit
+    until the server is asked, before the next statement outside a transaction."""
+
+    __slots__ = (
+        "ask",
+        "connection",
+        "default_s",
+        "local_s",
+        "pending_s",
+        "seen",
+        "session_s",
+        "since",
+        "statements",
+        "unknown",
+    )
 
     def __init__(self, connection: Any, limit_s: float) -> None:
         self.connection = connection
         self.default_s = limit_s  # from the engine's statement_timeout
-        self.session_s = limit_s  # after a SET statement_timeout on this connection
+        self.session_s = limit_s  # the session's value, as committed
+        self.pending_s: float | None = None  # a session SET in the open transaction
         self.local_s: float | None = None  # after a SET LOCAL, until the transaction ends
+        self.unknown = False  # changed in a form not read here: no limit until asked
+        self.ask = False  # ask the server before the next statement outside a transaction
         self.statements = 0  # bumped as each statement (or COMMIT/ROLLBACK) starts
         self.seen = -1  # the statement found busy at the last look, -1: none
         self.since = 0.0
@@ -61,26 +84,56 @@ class _Watched:
     @property
     def limit_s(self) -> float:
         """How long the current statement may go without a reply (``inf``: no limit)."""
-        return self.session_s if self.local_s is None else self.local_s
+        if self.unknown:
+            return math.inf
+        if self.local_s is not None:
+            return self.local_s
+        return self.session_s if self.pending_s is None else self.pending_s
 
-    def note(self, statement: str) -> None:
-        """Follow a ``SET [LOCAL] statement_timeout`` or ``RESET`` just sent."""
+    def note(self, statement: str, in_transaction: bool) -> None:
+        """Follow a statement that may change ``statement_timeout``, about to be sent."""
         found = _SET_TIMEOUT.match(statement)
         if found is None:
+            self.unknown = True
+            self.ask = not in_transaction  # in a transaction: asked once it has ended
             return
         scope, value = found.group(1), found.group(2)
-        if value is None or value.lower() == "default":
-            limit = self.default_s
-        else:
-            try:
-                seconds = duration_s(value)
-            except ValueError:
-                seconds = 0.0  # a form we do not read: never cut what the server may allow
-            limit = seconds + REPLY_GRACE_S if seconds > 0 else math.inf
+        limit = self.default_s if value is None or value.lower() == "default" else _limit_of(value)
         if scope is not None and scope.strip().lower() == "local":
-            self.local_s = limit
+            if in_transaction:  # outside one, the server ignores SET LOCAL (with a warning)
+                self.local_s = limit
+        elif in_transaction:
+            self.pending_s = limit
         else:
             self.session_s = limit
+
+    def transaction_ended(self, committed: bool) -> None:
+        if committed and self.pending_s is not None:
+            self.session_s = self.pending_s
+        self.pending_s = self.local_s = None
+        if self.unknown:
+            self.ask = True
+
+    def ask_server(self) -> None:
+        """Read the session's ``statement_timeout`` from the server (the connection is idle)."""
+        self.ask = False
+        cursor = self.connection.cursor()
+        try:
+            cursor.execute("SHOW statement_timeout")
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
+        self.session_s = _limit_of(str(row[0])) if row else math.inf
+        self.unknown = False
+
+
+def _limit_of(value: str) -> float:
+    """The watchdog's limit for a server setting ``value`` (``inf``: none)."""
+    try:
+        seconds = duration_s(value)
+    except ValueError:
+        seconds = 0.0  # a form we do not read: never cut what the server may allow
+    return seconds + REPLY_GRACE_S if seconds > 0 else math.inf
 
 
 class _Watchdog:
@@ -188,20 +241,30 @@ def watch_replies(engine: Engine, statement_timeout_s: float) -> None:
 
     @sa.event.listens_for(engine, "commit")
     def _commit(conn: Connection) -> None:
-        _ending_transaction(conn)
+        _ending_transaction(conn, committed=True)
 
     @sa.event.listens_for(engine, "rollback")
     def _rollback(conn: Connection) -> None:
-        _ending_transaction(conn)
+        _ending_transaction(conn, committed=False)
 
 
 def _statement_started(dbapi_connection: Any, statement: Any) -> None:
-    """A statement is being sent: a new one to time, maybe a ``SET statement_timeout``."""
+    """A statement is being sent: a new one to time, maybe one that changes the timeout."""
     entry = _WATCHDOG.get(dbapi_connection)
-    if entry is not None:
-        entry.statements += 1
-        if isinstance(statement, str) and statement[:5].lstrip()[:3].upper() in ("SET", "RES"):
-            entry.note(statement)
+    if entry is None:
+        return
+    status = dbapi_connection.info.transaction_status
+    if status == _IDLE and (entry.ask or entry.pending_s is not None or entry.local_s is not None):
+        # Asked for, or a transaction that changed the timeout ended where no event saw it
+        # (the pool's reset, the raw driver): how it ended decides, so ask the server.
+        entry.pending_s = entry.local_s = None
+        entry.ask_server()  # reports itself through this function, harmlessly
+    entry.statements += 1
+    text = statement if isinstance(statement, str) else str(statement)
+    if _MENTIONS_TIMEOUT.search(text) is not None:
+        # psycopg opens a transaction before the first statement unless in autocommit.
+        in_transaction = status == _INTRANS or not dbapi_connection.autocommit
+        entry.note(text, in_transaction)
 
 
 def _counting_cursor(base: type[Any] | None) -> type[Any]:
@@ -236,12 +299,12 @@ def _counting_cursor(base: type[Any] | None) -> type[Any]:
 _COUNTING_CURSORS: dict[type[Any], type[Any]] = {}
 
 
-def _ending_transaction(conn: Connection) -> None:
-    """A ``COMMIT``/``ROLLBACK`` is being sent: a statement of its own, and the end of any
-    ``SET LOCAL``."""
+def _ending_transaction(conn: Connection, *, committed: bool) -> None:
+    """A ``COMMIT``/``ROLLBACK`` is being sent: a statement of its own, and the end of the
+    transaction's timeout changes."""
     if conn.invalidated:
         return  # its DB-API connection is gone (and no longer watched)
     entry = _WATCHDOG.get(conn.connection.dbapi_connection)
     if entry is not None:
         entry.statements += 1
-        entry.local_s = None
+        entry.transaction_ended(committed)

@@ -112,3 +112,64 @@ def test_a_statement_whose_timeout_was_lifted_is_never_cut(pg_url: str) -> None:
         with pytest.raises(sa.exc.OperationalError, match="statement timeout"):
             connection.exec_driver_sql("SELECT pg_sleep(2)")  # the server cancels it and says so
     engine.dispose()
+
+
+def _sleeps_uncut(connection: sa.Connection, seconds: float) -> None:
+    connection.exec_driver_sql(f"SELECT pg_sleep({seconds})")
+
+
+def test_a_rolled_back_set_is_forgotten_as_the_server_forgets_it(pg_url: str) -> None:
+    """A session ``SET`` inside a transaction that rolls back is undone by the server; the
+    watchdog must not keep the shorter limit (which would cut a statement the server lets run)."""
+    engine = create_engine(pg_url, statement_timeout="10s", poolclass=sa.pool.NullPool)
+    with engine.connect() as connection:
+        with connection.begin() as transaction:
+            connection.exec_driver_sql("SET statement_timeout = '1s'")
+            transaction.rollback()
+        assert connection.exec_driver_sql("SHOW statement_timeout").scalar() == "10s"
+        connection.rollback()
+        _sleeps_uncut(connection, 4)  # past 1 s + the grace, well within the server's 10 s
+        connection.rollback()
+        with connection.begin():
+            connection.exec_driver_sql("SET statement_timeout = '1s'")  # committed: it stays
+        with pytest.raises(sa.exc.OperationalError, match="statement timeout"):
+            _sleeps_uncut(connection, 2)
+    engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "lifting",
+    [
+        "SELECT set_config('statement_timeout', '0', false)",
+        "SELECT 1; SET statement_timeout = 0",
+        "DO $$ BEGIN PERFORM set_config('statement_timeout', '0', false); END $$",
+    ],
+    ids=["set_config", "multi-statement", "do-block"],
+)
+def test_a_timeout_changed_in_a_form_the_watchdog_cannot_read_is_asked_of_the_server(
+    pg_url: str, lifting: str
+) -> None:
+    engine = create_engine(pg_url, statement_timeout="1s", poolclass=sa.pool.NullPool)  # limit: 3 s
+    with engine.connect() as connection:
+        connection.exec_driver_sql(lifting)
+        connection.commit()
+        _sleeps_uncut(connection, 4)
+        connection.commit()
+        connection.exec_driver_sql("SELECT set_config('statement_timeout', '1s', false)")
+        connection.commit()
+        with pytest.raises(sa.exc.OperationalError, match="statement timeout"):
+            _sleeps_uncut(connection, 2)
+    engine.dispose()
+
+
+def test_a_transaction_ended_behind_the_engines_back_is_asked_of_the_server(pg_url: str) -> None:
+    """A transaction that lifted the timeout and was committed on the raw driver connection
+    (no SQLAlchemy event sees it) leaves the watchdog asking the server, not guessing."""
+    engine = create_engine(pg_url, statement_timeout="1s", poolclass=sa.pool.NullPool)  # limit: 3 s
+    with engine.connect() as connection:
+        connection.begin()
+        connection.exec_driver_sql("SET statement_timeout = 0")
+        connection.connection.driver_connection.commit()  # the server keeps it: no limit
+        _sleeps_uncut(connection, 4)
+        connection.rollback()
+    engine.dispose()
