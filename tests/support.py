@@ -40,6 +40,8 @@ def sqlite_url(target: str | os.PathLike[str]) -> str:
 
 
 EMPTY_PG_STORE = (
+    "DELETE FROM telegram_dm_topic_bindings; DELETE FROM telegram_dm_topic_mode; "
+    "DELETE FROM compression_locks; "
     "DELETE FROM messages; DELETE FROM sessions; DELETE FROM state_meta; "
     "SELECT setval(pg_get_serial_sequence('messages', 'id'), 1, false)"
 )
