@@ -37,16 +37,19 @@ _POSTGRES_MARKER = (
     " THEN CAST(model_config AS jsonb) ->> '_delegate_from' END"
 )
 
-_TAGGED_CHILDREN = (
-    "SELECT id FROM ("
+# Tagged rows whose marker names another session than their parent: the only ones a walk
+# down parent links (which the parent index serves) would miss. One scan per walk.
+_DETACHED_TAGGED = (
+    "SELECT id, marker FROM ("
     " SELECT id, parent_session_id, {marker} AS marker FROM sessions"
     " WHERE model_config LIKE :marker_like ESCAPE '\\'"
-    ") AS tagged WHERE marker IS NOT NULL AND ({marker_in} OR {parent_in})"
+    ") AS tagged WHERE marker IS NOT NULL AND (parent_session_id IS NULL OR marker <> parent_session_id)"
 )
 _ALL_TAGGED = (
     "SELECT id, parent_session_id, model_config FROM sessions"
     " WHERE model_config LIKE :marker_like ESCAPE '\\'"
 )
+_CHILDREN = "SELECT id, model_config FROM sessions WHERE {parent_in}"
 
 
 def marker_of(model_config: Any) -> str | None:
@@ -69,50 +72,56 @@ def marker_of(model_config: Any) -> str | None:
     return json.dumps(value)
 
 
+def _as_text(marker: Any) -> str:
+    """A marker value SQLite's ``json_extract`` gave (a number stays a number) as text."""
+    return marker if isinstance(marker, str) else json.dumps(marker)
+
+
 class _TaggedRows:
     """Finds, one step of the walk at a time, the tagged sessions a set of ids spawned.
 
-    Runs one statement per step; if PostgreSQL cannot parse some row's ``model_config``,
-    every tagged row is read once and the rest of the walk is done in Python.
+    Each step looks up the children of the step's ids through the parent index and reads
+    their markers in Python; the rows tagged with a session other than their parent are
+    read once, up front, in the one full scan a walk needs.
     """
 
     def __init__(self, db: Bind) -> None:
         self.db = db
         self.backend = backend_for(db)
-        self.parsed: list[tuple[str, str | None, str | None]] | None = None
+        self.detached = self._detached_rows()
+
+    def _detached_rows(self) -> list[tuple[str, str]]:
+        params = {"marker_like": _MARKER_LIKE}
+        if self.backend.name == "sqlite":
+            rows = fetch_tuples(self.db, _DETACHED_TAGGED.format(marker=_SQLITE_MARKER), params)
+            return [(str(session_id), _as_text(marker)) for session_id, marker in rows]
+        try:
+            # A savepoint, so that a failed cast leaves the write transaction usable.
+            with connection_of(self.db).begin_nested():
+                rows = fetch_tuples(self.db, _DETACHED_TAGGED.format(marker=_POSTGRES_MARKER), params)
+            return [(str(session_id), str(marker)) for session_id, marker in rows]
+        except sa_exc.DBAPIError as exc:
+            if getattr(exc.orig, "sqlstate", None) != _INVALID_TEXT_REPRESENTATION:
+                raise
+        # Some row's text does not parse: read every tagged row and parse it here.
+        detached = []
+        for session_id, parent, model_config in fetch_tuples(self.db, _ALL_TAGGED, params):
+            marker = marker_of(model_config)
+            if marker is not None and marker != parent:
+                detached.append((str(session_id), marker))
+        return detached
 
     def children_of(self, frontier: Sequence[str]) -> list[str]:
         """Ids of rows whose marker names one of ``frontier``, or that are a child of one
         of ``frontier`` and carry any marker."""
-        if self.parsed is None:
-            if self.backend.name == "sqlite":
-                return self._query(frontier, _SQLITE_MARKER)
-            try:
-                # A savepoint, so that a failed cast leaves the write transaction usable.
-                with connection_of(self.db).begin_nested():
-                    return self._query(frontier, _POSTGRES_MARKER)
-            except sa_exc.DBAPIError as exc:
-                if getattr(exc.orig, "sqlstate", None) != _INVALID_TEXT_REPRESENTATION:
-                    raise
-            self.parsed = [
-                (str(row[0]), row[1], marker_of(row[2]))
-                for row in fetch_tuples(self.db, _ALL_TAGGED, {"marker_like": _MARKER_LIKE})
-            ]
-        doomed = set(frontier)
-        return [
-            session_id
-            for session_id, parent, marker in self.parsed
-            if marker is not None and (marker in doomed or parent in doomed)
+        sql = _CHILDREN.format(parent_in=self.backend.in_list("parent_session_id", "frontier"))
+        children = fetch_tuples(self.db, sql, {"frontier": self.backend.list_value(frontier)})
+        found = [
+            str(session_id) for session_id, model_config in children if marker_of(model_config) is not None
         ]
-
-    def _query(self, frontier: Sequence[str], marker: str) -> list[str]:
-        sql = _TAGGED_CHILDREN.format(
-            marker=marker,
-            marker_in=self.backend.in_list("marker", "frontier"),
-            parent_in=self.backend.in_list("parent_session_id", "frontier"),
-        )
-        params = {"marker_like": _MARKER_LIKE, "frontier": self.backend.list_value(frontier)}
-        return [str(row[0]) for row in fetch_tuples(self.db, sql, params)]
+        doomed = set(frontier)
+        found += [session_id for session_id, marker in self.detached if marker in doomed]
+        return found
 
 
 def delegate_children(db: Bind, parent_ids: Iterable[str], keep: Collection[str] = ()) -> list[str]:
