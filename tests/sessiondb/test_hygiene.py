@@ -10,7 +10,7 @@ import time
 import pytest
 
 from hermes_store import SessionDB
-from hermes_store.repository import delegates
+from hermes_store.repository import delegates, hygiene
 from hermes_store.repository import sessions as session_rows
 
 DAY = 86400.0
@@ -273,6 +273,32 @@ def test_delete_sessions_in_batches_equals_one_transaction(db, make_session, sma
     assert db.get_session("survivor")["parent_session_id"] is None
     assert db.message_count() == 0
     assert list(sessions_dir.iterdir()) == []
+
+
+def test_a_batch_that_fails_is_rolled_back_whole_and_the_earlier_ones_stay_done(
+    db, make_session, small_batches, monkeypatch, tmp_path
+):
+    for index in range(4):
+        make_session(f"s{index}", started=float(index))
+        db.append_message(f"s{index}", "user", f"turn {index}")
+        db.append_message(f"s{index}", "assistant", f"reply {index}")
+        (tmp_path / f"s{index}.json").write_text("{}", encoding="utf-8")
+    calls = []
+    delete_requested = hygiene.delete_requested
+
+    def failing_second_batch(db_, ids, requested):
+        result = delete_requested(db_, ids, requested)
+        calls.append(ids)
+        if len(calls) == 2:
+            raise RuntimeError("the disk went away")
+        return result
+
+    monkeypatch.setattr(hygiene, "delete_requested", failing_second_batch)
+    with pytest.raises(RuntimeError, match="disk went away"):
+        db.delete_sessions(["s0", "s1", "s2", "s3"], sessions_dir=tmp_path)
+    assert existing(db, "s0", "s1", "s2", "s3") == {"s2", "s3"}
+    assert [len(db.get_messages(f"s{index}")) for index in (2, 3)] == [2, 2]
+    assert sorted(path.name for path in tmp_path.glob("*.json")) == ["s2.json", "s3.json"]
 
 
 def test_delete_sessions_takes_more_ids_than_sqlite_binds_at_once(db, make_session):
