@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -54,12 +55,31 @@ def migrate_with_rows(url: str, revision: str, statements: Iterable[str]) -> Non
 
 def search_hits(url: str, queries: Iterable[str], limit: int) -> dict[str, list[int]]:
     """The ids each query finds through this release's ``search_messages`` (at most
-    ``limit``: above the rows' count, every hit), sorted."""
-    from hermes_store import SessionDB
+    ``limit``: above the rows' count, every hit), sorted.
 
-    db = SessionDB(url=url)
+    A database below the oldest revision this release serves (a migration test's state
+    before or after an older revision) is searched all the same, through the search
+    statements of its revision; messages there have no ``active`` column yet, so every
+    message counts (``include_inactive``), as it did for the releases of those revisions.
+    """
+    from hermes_store import SessionDB
+    from hermes_store.schema import migrate
+
+    revision = migrate.current_revision(url)
+    floor = migrate.OLDEST_RUNNABLE_REVISION
+    below_floor = not migrate.history().reaches(revision, floor)
+    if below_floor:
+        migrate.OLDEST_RUNNABLE_REVISION = str(revision)
     try:
-        found = {query: db.search_messages(query, limit=limit) for query in queries}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", migrate.SchemaBehindWarning)
+            db = SessionDB(url=url)
+    finally:
+        migrate.OLDEST_RUNNABLE_REVISION = floor
+    try:
+        found = {
+            query: db.search_messages(query, limit=limit, include_inactive=below_floor) for query in queries
+        }
         return {query: sorted(int(hit["id"]) for hit in hits) for query, hits in found.items()}
     finally:
         db.close()

@@ -21,6 +21,10 @@ from pg_catalog import catalog, migrate_with_rows, run_psql
 from support import migrate_to
 
 from hermes_store import SessionDB, create_engine
+from hermes_store.schema.legacy import HEAD_VERSION
+from hermes_store.schema.revisions import history
+
+HEAD = history().head
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -84,7 +88,7 @@ def test_online_upgrade_from_0011_adds_the_objects_and_keeps_rows(pg_url: str) -
     result = _alembic(pg_url, "upgrade", "head")
     assert result.returncode == 0, result.stderr
     after = _objects(pg_url)
-    assert (after["revision"], after["schema_version"], after["function"]) == ("0018", 11, 1)
+    assert (after["revision"], after["schema_version"], after["function"]) == (HEAD, HEAD_VERSION, 1)
     assert after["indexes"] >= NEW_INDEXES and "idx_messages_fts" not in after["indexes"]  # type: ignore[operator]
     assert (after["messages"], after["vectors"]) == (KEPT, 2)
     db = SessionDB(url=pg_url)
@@ -106,21 +110,21 @@ def test_offline_sql_script_upgrades_a_database_at_0011(pg_url: str) -> None:
     sql = script.stdout
     assert "GENERATED ALWAYS AS" not in sql and "CREATE OR REPLACE FUNCTION hermes_cjk_grams" in sql
     assert "CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_messages_search_vector" in sql
-    assert "UPDATE alembic_version SET version_num='0018'" in sql
-    assert "INSERT INTO schema_version (version) VALUES (11)" in sql
+    assert f"UPDATE alembic_version SET version_num='{HEAD}'" in sql
+    assert f"INSERT INTO schema_version (version) VALUES ({HEAD_VERSION})" in sql
     # A DBA runs the script as it is; the server must accept it.
     run_psql(pg_url, sql)
     after = _objects(pg_url)
     assert (after["revision"], after["schema_version"], after["messages"], after["vectors"]) == (
-        "0018",
-        11,
+        HEAD,
+        HEAD_VERSION,
         KEPT,
         2,
     )
     assert after["indexes"] >= NEW_INDEXES  # type: ignore[operator]
 
 
-def test_on_sqlite_0012_changes_nothing_but_alembic_version(tmp_path: Path) -> None:
+def test_on_sqlite_0012_to_0018_change_nothing_but_alembic_version(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     url = f"sqlite:///{path}"
     migrate_to(path, "0011")  # the starting point; the step tested is the command's below
@@ -133,7 +137,7 @@ def test_on_sqlite_0012_changes_nothing_but_alembic_version(tmp_path: Path) -> N
             ).fetchall()
 
     before = schema()
-    assert _alembic(url, "upgrade", "head").returncode == 0
+    assert _alembic(url, "upgrade", "0018").returncode == 0
     assert schema() == before
     with closing(sqlite3.connect(path)) as connection:
         assert connection.execute("SELECT version FROM schema_version").fetchall() == [(11,)]
@@ -247,5 +251,5 @@ def test_hermes_store_upgrade_shows_the_backfill_and_keeps_stdout_plain(pg_url: 
     result = runner.invoke(cli, ["--url", pg_url, "upgrade"], env={"FORCE_COLOR": "1"})
     assert result.exit_code == 0, result.output
     assert "upgrade 0011 -> 0012" in result.stderr and "search vectors" in result.stderr
-    assert "\x1b[" not in result.stdout and "→ 0018 (head)" in result.stdout
+    assert "\x1b[" not in result.stdout and f"→ {HEAD} (head)" in result.stdout
     assert _objects(pg_url)["vectors"] == 2

@@ -24,12 +24,12 @@ from pg_catalog import (
     hold_update_of,
     migrate_with_rows,
     scalar,
+    search_hits,
     update_is_held,
     wait_for,
 )
 from support import REPO_ROOT, migrate_to
 
-from hermes_store import SessionDB
 from hermes_store.schema.migration_ops import batch_rows
 
 pytestmark = pytest.mark.postgres
@@ -64,11 +64,7 @@ def _at_0014(url: str) -> None:
 
 
 def _hit_ids(url: str, query: str) -> list[int]:
-    db = SessionDB(url=url)
-    try:
-        return sorted(int(hit["id"]) for hit in db.search_messages(query, limit=ROWS + 1))
-    finally:
-        db.close()
+    return search_hits(url, [query], limit=ROWS + 1)[query]
 
 
 def test_upgrade_stores_the_grams_of_every_cjk_message_and_the_trigger_keeps_them(pg_url: str) -> None:

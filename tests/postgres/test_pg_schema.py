@@ -1,4 +1,4 @@
-"""Revisions 0001–0018 on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
+"""The revisions on PostgreSQL: same tables, indexes, version bookkeeping; no drift."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from hermes_store import create_engine, current_revision, downgrade, upgrade
+from hermes_store.schema.legacy import HEAD_VERSION
+from hermes_store.schema.revisions import history
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,12 +28,29 @@ def _alembic(url: str, *args: str) -> subprocess.CompletedProcess[str]:
 def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None:
     upgrade(pg_url)
     inspector = sa.inspect(create_engine(pg_url))
-    assert {"sessions", "messages", "state_meta", "schema_version", "alembic_version"} <= set(
-        inspector.get_table_names()
-    )
-    assert len(inspector.get_columns("sessions")) == 27
-    # upstream's 15 columns plus revision 0012's trigger-kept tsvector and 0015's CJK grams
-    assert [c["name"] for c in inspector.get_columns("messages")][15:] == ["search_vector", "cjk_grams"]
+    assert {
+        "sessions",
+        "messages",
+        "state_meta",
+        "schema_version",
+        "alembic_version",
+        "compression_locks",
+        "telegram_dm_topic_mode",
+        "telegram_dm_topic_bindings",
+    } <= set(inspector.get_table_names())
+    assert len(inspector.get_columns("sessions")) == 41
+    # upstream's first 15 columns, revision 0012's trigger-kept tsvector and 0015's CJK
+    # grams, then the 4 of upstream's schema 17 (revision 0019)
+    assert [c["name"] for c in inspector.get_columns("messages")][15:] == [
+        "search_vector",
+        "cjk_grams",
+        "platform_message_id",
+        "observed",
+        "active",
+        "compacted",
+    ]
+    (binding_key,) = inspector.get_foreign_keys("telegram_dm_topic_bindings")
+    assert (binding_key["referred_table"], binding_key["options"].get("ondelete")) == ("sessions", "CASCADE")
     types = {c["name"]: c["type"] for c in inspector.get_columns("sessions")}
     assert isinstance(types["started_at"], sa.Double | sa.DOUBLE_PRECISION)
     indexes = {ix["name"]: ix for ix in inspector.get_indexes("sessions")}
@@ -53,14 +72,18 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
         & message_indexes
     )
     with create_engine(pg_url).connect() as connection:
-        assert connection.exec_driver_sql("SELECT version FROM schema_version").scalars().all() == [11]
+        versions = connection.exec_driver_sql("SELECT version FROM schema_version").scalars().all()
+        assert versions == [HEAD_VERSION]
+        assert connection.exec_driver_sql("SELECT key, value FROM state_meta").all() == [
+            ("telegram_dm_topic_schema_version", "2")
+        ]
         assert (
             connection.exec_driver_sql(
                 "SELECT count(*) FROM pg_extension WHERE extname IN ('pg_trgm', 'btree_gin')"
             ).scalar()
             == 2
         )
-    assert current_revision(pg_url) == "0018"
+    assert current_revision(pg_url) == history().head
 
 
 def test_epoch_seconds_keep_microseconds(pg_head_url: str) -> None:
@@ -88,7 +111,8 @@ def test_step_down_and_up_keeps_rows_and_schema_version(pg_url: str) -> None:
             assert connection.exec_driver_sql("SELECT count(*) FROM messages").scalar() == 1
     upgrade(pg_url)
     with engine.connect() as connection:
-        assert connection.exec_driver_sql("SELECT version FROM schema_version").scalar() == 11
+        assert connection.exec_driver_sql("SELECT version FROM schema_version").scalar() == HEAD_VERSION
+        assert connection.exec_driver_sql("SELECT count(*) FROM messages").scalar() == 1
     engine.dispose()
 
 
