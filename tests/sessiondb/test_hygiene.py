@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from sqlalchemy import event
 
 from hermes_store import SessionDB
 from hermes_store.repository import delegates, hygiene
@@ -507,3 +508,37 @@ def test_only_stalled_compression_continuations_are_ended(db, continuation, make
     raw.execute("UPDATE sessions SET end_reason = 'compression' WHERE id = ?", ("open-parent",))
     db.append_message("child-of-open", "user", "hello")
     assert db.finalize_orphaned_compression_sessions() == 0
+
+
+# --- no caller's value becomes SQL text --------------------------------------------------------------
+
+
+def test_no_value_given_to_these_methods_is_part_of_any_statement(db, make_session):
+    canary = "zz'); DROP TABLE sessions; --"
+    make_session(canary, started=1.0, model_config={"_delegate_from": canary})
+    make_session("parent", started=2.0)
+    delegate(make_session, "worker", "parent", marker=canary)
+    statements: list[str] = []
+
+    @event.listens_for(db.engine, "before_cursor_execute")
+    def _record(conn, cursor, statement, params, context, executemany):
+        statements.append(statement)
+
+    try:
+        db.update_session_cwd(canary, canary, git_branch=canary, git_repo_root=canary)
+        db.backfill_repo_roots({canary: canary})
+        db.distinct_session_cwds(include_archived=True)
+        db.update_session_meta(canary, canary, model=canary)
+        db.update_session_model(canary, canary)
+        db.update_session_billing_route(canary, provider=canary, base_url=canary, billing_mode=canary)
+        db.delete_session_if_empty(canary)
+        db.delete_sessions([canary, f"{canary}2"])
+        db.delete_session("parent")
+        db.count_empty_sessions()
+        db.delete_empty_sessions()
+        db.finalize_orphaned_compression_sessions()
+    finally:
+        event.remove(db.engine, "before_cursor_execute", _record)
+    assert statements
+    assert not [statement for statement in statements if "zz'" in statement or "DROP TABLE" in statement]
+    assert db.session_count() == 0
