@@ -399,8 +399,11 @@ class SessionDB(
     ) -> None:
         """Add token/cost figures to a session (or set them, with ``absolute=True``).
 
-        A missing session is created (source ``"unknown"``). Incremental mode treats NULL
-        counters as 0. ``model`` and billing fields keep their first non-NULL value.
+        A missing session is created (source ``"unknown"``) in the same transaction, so
+        no figure is ever lost to a session whose creation failed earlier. Incremental mode
+        treats NULL counters as 0. ``model`` and billing fields keep their first non-NULL
+        value (a model switch overwrites them through ``update_session_model`` and
+        ``update_session_billing_route``).
         """
         usage = sessions.TokenUsage(
             input_tokens=input_tokens,
