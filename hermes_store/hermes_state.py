@@ -43,6 +43,7 @@ from hermes_store.db.memory import names_memory
 from hermes_store.domain.paths import default_db_path
 from hermes_store.drop_in import LOGGER_NAME
 from hermes_store.drop_in.async_wrapper import AsyncSessionDB
+from hermes_store.drop_in.delegates import _collect_delegate_child_ids, _delete_delegate_children
 from hermes_store.drop_in.init_errors import (
     _set_last_init_error,
     format_session_db_unavailable,
@@ -54,6 +55,10 @@ from hermes_store.drop_in.repair import (
     claim_repair_attempt,
     is_malformed_db_error,
     repair_state_db_schema,
+)
+from hermes_store.drop_in.review_harness import (
+    _is_background_review_harness_message,
+    _strip_background_review_harness,
 )
 from hermes_store.drop_in.wal_fallback import _wal_fallback_warned_paths, apply_wal_with_fallback
 from hermes_store.repository import fts_maintenance
@@ -69,9 +74,13 @@ __all__ = [
     "SCHEMA_VERSION",
     "AsyncSessionDB",
     "SessionDB",
+    "_collect_delegate_child_ids",
     "_db_opens_cleanly",
+    "_delete_delegate_children",
+    "_is_background_review_harness_message",
     "_repair_attempted_paths",
     "_set_last_init_error",
+    "_strip_background_review_harness",
     "_wal_fallback_warned_paths",
     "apply_wal_with_fallback",
     "asyncio",
