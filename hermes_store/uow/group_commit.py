@@ -28,12 +28,14 @@ class QueuedWrite(Generic[T]):
     """
 
     __slots__ = (
+        "abandoned",
         "conflicts",
         "done",
         "error",
         "operation",
         "reconnect_deadline",
         "result",
+        "sealed",
         "with_session",
         "work",
     )
@@ -47,6 +49,10 @@ class QueuedWrite(Generic[T]):
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
+        # Sealed: in a group whose COMMIT is under way, so its outcome is that commit's.
+        # Abandoned: its caller was interrupted meanwhile, so a retry must not run it.
+        self.sealed = False
+        self.abandoned: BaseException | None = None
 
     def succeed(self, result: T) -> None:
         """Record the committed result."""
@@ -103,15 +109,38 @@ class WriteQueue:
                     self._changed.wait()
             except BaseException as exc:
                 # Interrupted while waiting (KeyboardInterrupt in the main thread): the
-                # writes are withdrawn — no later group runs them — and, were one at the
-                # front, the next write must lead instead.
+                # writes are withdrawn — neither this group's COMMIT nor a later group
+                # takes them — and, were one at the front, the next write must lead
+                # instead. A write whose group is already committing cannot be withdrawn:
+                # it keeps that commit's outcome, and is dropped if that commit fails.
                 for write in writes:
-                    if not write.done:
+                    if write.sealed:
+                        write.abandoned = exc
+                    elif not write.done:
                         write.fail(exc)
                 self._writes = deque(w for w in self._writes if not w.done)
                 self._changed.notify_all()
                 raise
             return not all(write.done for write in writes)
+
+    def seal(self, group: list[QueuedWrite[Any]]) -> bool:
+        """The leader, about to commit ``group``: seal its writes, unless a caller withdrew
+        one meanwhile (``False``: the attempt must be rolled back and run without it)."""
+        with self._mutex:
+            if any(write.done for write in group):
+                return False
+            for write in group:
+                write.sealed = True
+            return True
+
+    def unseal(self, group: list[QueuedWrite[Any]]) -> None:
+        """The commit of a sealed ``group`` failed: its writes may be withdrawn again, and
+        those whose caller was interrupted meanwhile are withdrawn now."""
+        with self._mutex:
+            for write in group:
+                write.sealed = False
+                if write.abandoned is not None and not write.done:
+                    write.fail(write.abandoned)
 
     def gather(self, expected: int, timeout: float) -> None:
         """The leader: wait up to ``timeout`` s until ``expected`` writes are queued (the

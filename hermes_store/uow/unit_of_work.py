@@ -33,6 +33,7 @@ from hermes_store.db.execution import (
     DriverTransaction,
     abandon_driver_transaction,
     begin_driver_transaction,
+    driver_execute,
     end_driver_transaction,
     in_driver_transaction,
 )
@@ -100,6 +101,8 @@ class UnitOfWork:
         self._lock = threading.Lock()
         # The thread inside write(), so that a nested write fails instead of deadlocking.
         self._writer: int | None = None
+        # The group being led broke once: its members now run in savepoints (_run_joined).
+        self._isolating = False
         self.groups_commits = self._backend.groups_commits  # uow/group_commit.py
         self._driver_write_begin = self._backend.driver_write_begin
         self._queue = WriteQueue()
@@ -183,6 +186,7 @@ class UnitOfWork:
         retry pause join the next attempt. The pause between attempts is taken holding the
         lock: the other writers of this process would only meet the same lock in SQLite.
         """
+        self._isolating = False
         while not _all_done(own):
             if joins and gathers:
                 self._gather()
@@ -216,6 +220,7 @@ class UnitOfWork:
         try:
             committed = self._attempt(group)
         except _GroupBroken:
+            self._isolating = True
             return None  # the write that failed has its error; the others run again
         except _DRIVER_ERRORS as exc:
             return self._after_failed_attempt(group, exc)
@@ -294,24 +299,32 @@ class UnitOfWork:
         session = self._write_session
         joined = len(group) > 1
         committed: list[tuple[QueuedWrite[Any], Any]] = []
+        sealed = False
         try:
             transaction = self._begin(connection)
             for write in group:
                 if joined:
-                    self._run_joined(connection, write)
-                    committed.append((write, write.result))
+                    if self._run_joined(connection, write):
+                        committed.append((write, write.result))
                 elif write.with_session:
                     result = write.work(session)
                     session.flush()
                     committed.append((write, result))
                 else:
                     committed.append((write, write.work(connection)))
+            if joined:
+                members = [write for write, _ in committed]
+                if not self._queue.seal(members):
+                    raise _GroupBroken  # a member's caller was interrupted: not committed
+                sealed = True
             if isinstance(transaction, DriverTransaction):
                 end_driver_transaction(connection, commit=True, transaction=transaction)
             else:
                 _commit(transaction)
             return committed
         except BaseException:
+            if sealed:
+                self._queue.unseal([write for write, _ in committed])
             self._end_failed_transaction(connection)
             raise
         finally:
@@ -327,16 +340,23 @@ class UnitOfWork:
             return begin_driver_transaction(connection, self._driver_write_begin)
         return connection.begin()
 
-    def _run_joined(self, connection: Connection, write: QueuedWrite[Any]) -> None:
+    def _run_joined(self, connection: Connection, write: QueuedWrite[Any]) -> bool:
         """Run one write of a group; its result waits in ``write.result`` for the COMMIT.
+        ``False``: the write was withdrawn or failed, and left nothing behind.
 
         A write that fails its own checks (a missing session, a value refused, any error
         of its own) gets that error, and the transaction is rolled back: the rest of the
         group runs again at once without it (:class:`_GroupBroken`), so its half-done
         statements never reach the others' commit. That costs nothing while no write
-        fails, where a savepoint around each would cost two statements per write. Lock
-        and connection errors are the whole transaction's: they propagate.
+        fails, where a savepoint around each would cost two statements per write. Once a
+        group broke, though, its rerun keeps each write inside a savepoint of its own
+        (:attr:`_isolating`), so that further failures cost no further reruns. Lock and
+        connection errors are the whole transaction's: they propagate.
         """
+        if write.done:
+            return False  # withdrawn by its interrupted caller
+        if self._isolating:
+            return self._run_isolated(connection, write)
         try:
             write.result = write.work(connection)
         except _DRIVER_ERRORS as exc:
@@ -347,6 +367,33 @@ class UnitOfWork:
         except Exception as exc:
             write.fail(exc)
             raise _GroupBroken from exc
+        return True
+
+    def _run_isolated(self, connection: Connection, write: QueuedWrite[Any]) -> bool:
+        """:meth:`_run_joined` inside a savepoint: a write that fails its own checks is
+        rolled back to it alone, and the group goes on."""
+        if not connection.in_transaction():
+            # SQLAlchemy rolls back a connection it believes outside a transaction when a
+            # statement fails, which would end the driver's transaction and the
+            # savepoint with it; its bookkeeping transaction sends no BEGIN of its own
+            # here (NO_BEGIN_OPTION) and ends with the driver's.
+            connection.begin()
+        driver_execute(connection, "SAVEPOINT hermes_group_member")
+        try:
+            write.result = write.work(connection)
+        except _DRIVER_ERRORS as exc:
+            if is_retryable_conflict(exc) or is_server_unreachable(exc):
+                raise
+            error: Exception = _translated(exc, write.operation)  # type: ignore[assignment]
+        except Exception as exc:
+            error = exc
+        else:
+            driver_execute(connection, "RELEASE SAVEPOINT hermes_group_member")
+            return True
+        driver_execute(connection, "ROLLBACK TO SAVEPOINT hermes_group_member")
+        driver_execute(connection, "RELEASE SAVEPOINT hermes_group_member")
+        write.fail(error)
+        return False
 
     def _end_failed_transaction(self, connection: Connection) -> None:
         """Leave no transaction open after a failed attempt, whatever SQLAlchemy believes.

@@ -243,3 +243,73 @@ def test_a_writer_interrupted_while_queued_is_withdrawn_and_the_others_go_on(tmp
     with uow.read() as session:
         assert [meta.get(session, key) for key in ("leader", "interrupted", "later")] == ["1", None, "1"]
     uow.close()
+
+
+@pytest.mark.parametrize("watched", [True, False], ids=["statements-watched", "bare-driver"])
+def test_several_failing_writes_cost_the_group_one_rerun(store: SessionDB, watched: bool) -> None:
+    """Three writes of eight fail their own checks: the group is rolled back once, and the
+    rerun keeps each remaining write apart (a savepoint each), so the five good writes run
+    twice in all, not once per failure. Unwatched, statements take the bare driver's way,
+    where a failed one must not end the transaction its savepoint lives in."""
+    begins = count_begins(store) if watched else ["BEGIN IMMEDIATE"] * 2
+    good = [0, 2, 3, 5, 7]
+    calls = [
+        (lambda n=n: store.append_message("s", "user", f"message {n}"))
+        if n in good
+        else (lambda n=n: store.append_message(f"missing {n}", "user", "refused"))
+        for n in range(8)
+    ]
+    outcomes = queued_together(store.unit_of_work, calls)
+    assert begins == ["BEGIN IMMEDIATE", "BEGIN IMMEDIATE"]
+    assert all(isinstance(outcomes.values[n], sqlite3.IntegrityError) for n in range(8) if n not in good)
+    assert [m["content"] for m in store.get_messages("s")] == [f"message {n}" for n in good]
+    assert [m["id"] for m in store.get_messages("s")] == [outcomes.values[n] for n in good]
+    assert store.get_session("s")["message_count"] == len(good)  # type: ignore[index]
+
+
+def test_a_member_interrupted_while_its_group_runs_is_never_committed(tmp_path: Path) -> None:
+    """Ctrl-C in a thread whose write is in the group another thread is running: the caller
+    sees the interruption, so the write must not be committed behind its back."""
+    uow = unit_of_work(tmp_path / "state.db")
+    outcomes = Outcomes()
+    in_group = threading.Event()
+
+    def slow_leader(connection: Connection) -> None:
+        in_group.set()
+        time.sleep(0.6)  # the member is interrupted while the group is in flight
+        meta.put(connection, "leader", "1")
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    gate = threading.Lock()
+    gate.acquire()
+
+    def hold_the_writer_lock() -> None:
+        with uow._lock:
+            gate.acquire()  # until the member is queued behind the leader
+
+    holder = threading.Thread(target=hold_the_writer_lock)
+    holder.start()
+    while not uow._lock.locked():
+        time.sleep(0.001)
+    lead = lambda: uow.write_connection(slow_leader, "lead")  # noqa: E731
+    leader = threading.Thread(target=outcomes.record, args=(0, lead))
+    leader.start()
+    while len(uow._queue) < 1:
+        time.sleep(0.001)
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        threading.Timer(0.1, gate.release).start()  # the leader then runs [leader, member]
+        signal.setitimer(signal.ITIMER_REAL, 0.4)
+        with pytest.raises(KeyboardInterrupt):
+            uow.write_connection(lambda c: meta.put(c, "member", "1"), "member")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    leader.join(30)
+    holder.join(30)
+    assert in_group.is_set() and outcomes.values == {0: None}
+    with uow.read() as session:
+        assert [meta.get(session, key) for key in ("leader", "member")] == ["1", None]
+    uow.close()
