@@ -2,9 +2,11 @@
 
 An empty database gets the schema at head; one behind head is used as it is (with a
 warning naming ``hermes-store upgrade``) when this release runs on it, and refused with
-:class:`SchemaBehind` when it does not; ``auto_upgrade=True`` (sync and async) migrates
+:class:`SchemaBehind` when it does not (this release needs revision 0019, its head, so the
+previous revision is refused until the deploy step runs; the warning is shown with a copy
+of the scripts holding one revision more); ``auto_upgrade=True`` (sync and async) migrates
 on open. Databases are put behind head by Alembic's upgrade command (in process), and
-brought to head by the real ``hermes-store`` command the warning names. A SQLite file keeps
+brought to head by the real ``hermes-store`` command the refusal names. A SQLite file keeps
 upstream's upgrade-on-open.
 """
 
@@ -23,12 +25,34 @@ from pg_server import scratch_database
 
 from hermes_store import SchemaBehind, SchemaBehindWarning, SchemaError, SessionDB, current_revision
 from hermes_store.aio import AsyncSessionDB
+from hermes_store.db.engine import create_engine
 from hermes_store.schema import migrate
 from hermes_store.schema.legacy import NewerSchemaWarning
-from hermes_store.schema.revisions import OLDEST_RUNNABLE_REVISION, history
+from hermes_store.schema.revisions import OLDEST_RUNNABLE_REVISION, history, migrations_path
 
 REPO = Path(__file__).resolve().parents[2]
 HEAD = history().head
+PREVIOUS = history().revisions[history().revisions.index(OLDEST_RUNNABLE_REVISION) - 1]
+"""The newest revision this release refuses (the previous release's head)."""
+NEXT_REVISION = '''"""A revision after head (added by a test).
+
+Revision ID: {new}
+Revises: {head}
+"""
+
+from alembic import op
+
+revision = "{new}"
+down_revision = "{head}"
+
+
+def upgrade() -> None:
+    op.execute("CREATE INDEX IF NOT EXISTS idx_test_sessions_model ON sessions (model)")
+
+
+def downgrade() -> None:
+    op.execute("DROP INDEX IF EXISTS idx_test_sessions_model")
+'''
 MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(8675309011)"  # what a migrating process holds
 
 
@@ -69,31 +93,55 @@ def test_an_empty_database_is_created_at_head(pg_url: str) -> None:
     assert not [w for w in caught if issubclass(w.category, SchemaBehindWarning)]
 
 
-def test_a_database_at_the_oldest_runnable_revision_is_used_as_it_is_then_upgraded(pg_url: str) -> None:
-    _alembic_to(pg_url, OLDEST_RUNNABLE_REVISION)
+def test_the_previous_revision_is_refused_until_the_deploy_step_upgrades_it(pg_url: str) -> None:
+    assert OLDEST_RUNNABLE_REVISION == HEAD  # this release reads the columns of 0019
+    _alembic_to(pg_url, PREVIOUS)
     _with_rows(pg_url)
+    with pytest.raises(SchemaBehind, match=f"revision {PREVIOUS}"):
+        SessionDB(url=pg_url)
+    assert current_revision(pg_url) == PREVIOUS  # opening migrated nothing
+    # The deploy step the refusal names.
+    result = _run(sys.executable, "-m", "hermes_store.cli", "--url", pg_url, "upgrade")
+    assert result.returncode == 0, result.stderr
+    assert current_revision(pg_url) == HEAD
     db, caught = _opened_with_warnings(pg_url)
     try:
-        behind = [str(w.message) for w in caught if issubclass(w.category, SchemaBehindWarning)]
-        assert len(behind) == 1 and "'hermes-store --url postgresql+psycopg://" in behind[0]
-        assert behind[0].endswith("upgrade' to finish the deploy")
-        assert current_revision(pg_url) == OLDEST_RUNNABLE_REVISION  # opening migrated nothing
-        # Everything a service does works on the old schema, search included (0011's indexes).
+        assert not [w for w in caught if issubclass(w.category, SchemaBehindWarning)]
         db.create_session("new", "api")
         db.append_message("new", "assistant", "zebrafinch songs 记忆")
         assert {h["session_id"] for h in db.search_messages("zebrafinch")} == {"old", "new"}
         assert {h["session_id"] for h in db.search_messages("记忆")} == {"old", "new"}
         assert {s["id"] for s in db.list_sessions_rich()} == {"old", "new"}
         assert db.export_session("old")["messages"][0]["content"] == "zebrafinch nests 记忆"  # type: ignore[index]
-        # The deploy step the warning names, run while the service keeps its store open.
-        result = _run(sys.executable, "-m", "hermes_store.cli", "--url", pg_url, "upgrade")
-        assert result.returncode == 0, result.stderr
-        assert current_revision(pg_url) == HEAD
-        db.append_message("new", "user", "after the upgrade zebrafinch")
-        assert len(db.search_messages("zebrafinch")) == 3  # now through the stored vector
-        assert {h["session_id"] for h in db.search_messages("记忆")} == {"old", "new"}
     finally:
         db.close()
+
+
+def test_a_database_behind_head_but_runnable_is_used_as_it_is_with_a_warning(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Scripts one revision past the shipped head: a database at the shipped head is behind
+    them and still runnable, so it is used as it is and the warning names the deploy step."""
+    import shutil
+
+    location = tmp_path / "migrations"
+    shutil.copytree(migrations_path(), location, ignore=shutil.ignore_patterns("__pycache__"))
+    new = f"{int(HEAD) + 1:04d}"
+    (location / "versions" / f"{new}_test.py").write_text(NEXT_REVISION.format(new=new, head=HEAD))
+    _alembic_to(pg_url, HEAD)
+    _with_rows(pg_url)
+    engine = create_engine(pg_url)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            state = migrate.ensure_schema(engine, script_location=str(location))
+    finally:
+        engine.dispose()
+    behind = [str(w.message) for w in caught if issubclass(w.category, SchemaBehindWarning)]
+    assert state.revision == HEAD and state.runnable and not state.at_head
+    assert len(behind) == 1 and f"behind this hermes_store's head {new}" in behind[0]
+    assert behind[0].endswith("upgrade' to finish the deploy")
+    assert current_revision(pg_url) == HEAD
 
 
 def test_a_database_older_than_this_release_runs_on_is_refused_in_one_line(pg_url: str) -> None:
@@ -111,14 +159,14 @@ def test_a_database_older_than_this_release_runs_on_is_refused_in_one_line(pg_ur
 
 
 def test_auto_upgrade_migrates_on_open_sync_and_async(pg_admin_url: str, pg_url: str) -> None:
-    _alembic_to(pg_url, OLDEST_RUNNABLE_REVISION)
+    _alembic_to(pg_url, PREVIOUS)
     _with_rows(pg_url)
     db = SessionDB(url=pg_url, auto_upgrade=True)
     assert current_revision(pg_url) == HEAD and db.get_session("old") is not None
     db.close()
 
     with scratch_database(pg_admin_url, "hermes_pgopen_async") as url:
-        _alembic_to(url, OLDEST_RUNNABLE_REVISION)
+        _alembic_to(url, PREVIOUS)
 
         async def open_async(**options: bool) -> list[str]:
             with warnings.catch_warnings(record=True) as caught:
@@ -127,7 +175,9 @@ def test_auto_upgrade_migrates_on_open_sync_and_async(pg_admin_url: str, pg_url:
                     await store.create_session("a", "api")
             return [str(w.message) for w in caught if issubclass(w.category, SchemaBehindWarning)]
 
-        assert len(asyncio.run(open_async())) == 1 and current_revision(url) == OLDEST_RUNNABLE_REVISION
+        with pytest.raises(SchemaBehind):
+            asyncio.run(open_async())
+        assert current_revision(url) == PREVIOUS
         assert asyncio.run(open_async(auto_upgrade=True)) == [] and current_revision(url) == HEAD
 
 
@@ -148,68 +198,36 @@ def test_opening_never_queues_behind_a_migrating_process(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another process holds the migration lock (as a long upgrade does): a default open
-    does not wait for it at all, and a migrating open waits a bounded time, then says why."""
-    _alembic_to(pg_url, OLDEST_RUNNABLE_REVISION)
+    does not wait for it at all (it refuses the old schema at once), and a migrating open
+    waits a bounded time, then says why."""
+    _alembic_to(pg_url, PREVIOUS)
     migrator = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
     with migrator.connect() as connection, connection.begin():
         connection.exec_driver_sql(MIGRATION_LOCK)
         outcome: list[object] = []
 
         def open_store() -> None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", SchemaBehindWarning)
-                db = SessionDB(url=pg_url)
-            db.create_session("while-migrating", "api")
-            db.close()
-            outcome.append("opened")
+            try:
+                SessionDB(url=pg_url).close()
+            except SchemaBehind:
+                outcome.append("refused")
 
         opener = threading.Thread(target=open_store, daemon=True)
         opener.start()
         opener.join(timeout=60)  # generous: a default open takes no lock at all
-        assert outcome == ["opened"]
+        assert outcome == ["refused"]
 
         monkeypatch.setattr(migrate, "MIGRATION_LOCK_WAIT_S", 0.5)
         with pytest.raises(SchemaError, match="another migration of this database has held its lock"):
             SessionDB(url=pg_url, auto_upgrade=True)
     migrator.dispose()
-    assert current_revision(pg_url) == OLDEST_RUNNABLE_REVISION
+    assert current_revision(pg_url) == PREVIOUS
 
 
 def test_a_sqlite_file_behind_head_is_still_upgraded_on_open(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'state.db'}"
-    _alembic_to(url, OLDEST_RUNNABLE_REVISION)
+    _alembic_to(url, PREVIOUS)
     with warnings.catch_warnings():
         warnings.simplefilter("error", SchemaBehindWarning)
         SessionDB(tmp_path / "state.db").close()
     assert current_revision(url) == HEAD
-
-
-def test_word_search_at_0011_is_served_by_0011s_index(pg_url: str) -> None:
-    """Before the upgrade, word search reads 0011's expression index (no scan of messages)."""
-    _alembic_to(pg_url, "0011")
-    _with_rows(pg_url)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SchemaBehindWarning)
-        db = SessionDB(url=pg_url)
-    sent: list[tuple[str, object]] = []
-
-    def record(_conn: object, _cursor: object, statement: str, parameters: object, *_: object) -> None:
-        if "ts_rank" in statement:
-            sent.append((statement, parameters))
-
-    sa.event.listen(db.engine, "before_cursor_execute", record)
-    assert [h["session_id"] for h in db.search_messages("zebrafinch")] == ["old"]
-    sa.event.remove(db.engine, "before_cursor_execute", record)
-    ((statement, parameters),) = sent
-    assert "search_vector" not in statement
-    raw = db.engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        cursor.execute("SET enable_seqscan = off")  # on a tiny table: any usable index is used
-        cursor.execute("EXPLAIN " + statement, parameters)
-        plan = "\n".join(row[0] for row in cursor.fetchall())
-        raw.rollback()
-    finally:
-        raw.close()
-        db.close()
-    assert "idx_messages_fts" in plan, plan
