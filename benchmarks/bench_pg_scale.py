@@ -1,4 +1,4 @@
-"""PostgreSQL at a million messages, beside SQLite at 200,000 (issue 13's targets).
+"""PostgreSQL at a million messages, beside SQLite at 200,000.
 
     python -m benchmarks.bench_pg_scale --pg-url postgresql+psycopg://postgres@127.0.0.1/test
 
@@ -13,7 +13,7 @@
 4. Both are timed through ``SessionDB``: every search kind, the session listing,
    lineage, appends; then ``copy`` of the PostgreSQL store into a new SQLite file.
 
-Targets (PostgreSQL at 1M, issue 20): every search kind p50 ≤ 30 ms and p99 ≤ 100 ms,
+Targets (PostgreSQL at 1M): every search kind p50 ≤ 30 ms and p99 ≤ 100 ms,
 ``list_sessions_rich`` at offset 1,000 ≤ 5 ms, append p50 ≤ 2 ms. Each search kind is
 timed over a set of queries of that kind (:func:`query_sets`: words from the most common
 to rare ones, so the p99 covers the costly ones), each query ``--rounds`` times.

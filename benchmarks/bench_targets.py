@@ -1,4 +1,4 @@
-"""Issue 21's write targets: upstream Hermes, raw sqlite3 and hermes_store, interleaved in one run.
+"""Write targets: upstream Hermes, raw sqlite3 and hermes_store, interleaved in one run.
 
 ``python -m benchmarks.bench_targets [--rounds 3] [--appends 1200] [--dir /dev/shm]`` runs,
 every round, each side on a fresh file in rotating order (so a load spike on the shared

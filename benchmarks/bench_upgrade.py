@@ -12,7 +12,7 @@ just before the call and its peak resident set during the call (Linux ``VmHWM``,
 ``/proc/self/clear_refs`` right before the call; ``ru_maxrss`` cannot be used because Linux keeps
 the parent's high-water mark across ``execve``):
 
-* baseline — :func:`baseline_upgrade`, upstream's own path at v11 (upstream-behaviour §3): main
+* baseline — :func:`baseline_upgrade`, upstream's own path at v11: main
   schema script, column reconciliation, the v10 step (inline trigram table + content backfill),
   the v11 step (drop both indexes and triggers, recreate inline, backfill every row), the
   version bump and the title index, in autocommit mode;
@@ -142,7 +142,7 @@ def build_legacy_v9(path: Path, source: Path, messages: int) -> None:
 
 
 def baseline_upgrade(path: str | os.PathLike[str]) -> None:
-    """Upstream's schema initialisation at v11 run on a version-9 file (upstream-behaviour §3)."""
+    """Upstream's schema initialisation at v11 run on a version-9 file."""
     from benchmarks import baseline_sqlite as b
 
     conn = sqlite3.connect(str(path), timeout=1.0, isolation_level=None)

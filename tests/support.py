@@ -106,7 +106,7 @@ def migrate_to(url: str | os.PathLike[str], revision: str) -> None:
     migrate.upgrade(sqlite_url(url), revision)
 
 
-# upstream-behaviour §8.1: the sanitiser's example table, as upstream's outputs. Shared by
+# The sanitiser's example table, as upstream's outputs. Shared by
 # the unit tests of the function and the SessionDB behavioural tests of its static method.
 UPSTREAM_SANITIZER_ROWS = [
     ("hello world", "hello world"),

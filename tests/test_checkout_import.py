@@ -1,4 +1,4 @@
-"""The package works when Python runs from the checkout's root (issue 10, item 2).
+"""The package works when Python runs from the checkout's root.
 
 There the source folder ``hermes_store/`` shadows the installed package and has no
 ``migrations`` subpackage: the Alembic scripts must still be found (top-level

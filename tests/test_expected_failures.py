@@ -1,6 +1,6 @@
 """Every expected failure is one clear line: a StoreError in the library, ``Error: …`` in the CLI.
 
-Issue 10, item 3: unknown or unsupported URL schemes, a missing driver (naming the extra
+Unknown or unsupported URL schemes, a missing driver (naming the extra
 to install), an unreachable server and bad credentials never show a traceback, and a
 mistyped URL never creates a file.
 """

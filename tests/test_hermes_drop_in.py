@@ -1,4 +1,4 @@
-"""Hermes Agent runs on this store with no code of its own (issue 10, item 9).
+"""Hermes Agent runs on this store with no code of its own.
 
 Hermes imports ``SessionDB``, ``DEFAULT_DB_PATH``, ``SCHEMA_VERSION`` and ``SCHEMA_SQL``
 from ``hermes_state``; its tests patch ``hermes_state.SessionDB``,

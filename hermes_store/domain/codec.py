@@ -102,7 +102,7 @@ def encode_json(value: object) -> str | None:
     Falsy values (``None``, ``[]``, ``{}``, ``""``, ``0``, ``False``) become ``None`` so they
     are stored as NULL, as upstream does. Anything else is ``json.dumps`` with the default
     separators but ``ensure_ascii=False``: non-ASCII text stays readable UTF-8, which
-    keeps CJK inside tool-call arguments searchable (contract §4.3).
+    keeps CJK inside tool-call arguments searchable.
 
     :raises TypeError: if ``value`` is truthy but not JSON-serialisable.
     :raises ValueError: if ``value`` is nested too deeply to encode.
@@ -219,8 +219,8 @@ def preview_text(value: object) -> str:
     """Text of a stored first user message, for session-list previews.
 
     Takes the raw column value. Plain string content is returned as is. Sentinel-encoded
-    list content gives its text parts joined by spaces, where upstream gives ``""``
-    (contract §4.11). Anything else (NULL, bytes, an encoded dict, undecodable JSON) gives
+    list content gives its text parts joined by spaces, where upstream gives ``""``.
+    Anything else (NULL, bytes, an encoded dict, undecodable JSON) gives
     ``""``.
     """
     if not isinstance(value, str):

@@ -4,7 +4,7 @@ One definition for the live code: the search queries of both backends (substring
 are checked in it, PostgreSQL's expression indexes are matched on it) and ``doctor``
 (which compares the FTS5 tables with it and rebuilds them from it). The revisions that
 built the indexes keep frozen copies of their own, as a revision never changes; this is
-the expression they froze (upstream-behaviour §2.5), so the two must stay equal.
+the expression they froze, so the two must stay equal.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``AsyncSessionDB``'s shape and its write contract on SQLite (contract §5, §7).
+"""``AsyncSessionDB``'s shape and its write contract on SQLite.
 
 Behaviour method by method is the SessionDB behavioural suite's job (it runs against
 both APIs); this module checks what is specific to the async store: the same signatures

@@ -1,4 +1,4 @@
-"""Cancellation never half-writes (contract §7).
+"""Cancellation never half-writes.
 
 Hundreds of ``append_message`` and ``replace_messages`` calls are cancelled after random
 delays. Two kinds of cancellation are exercised:

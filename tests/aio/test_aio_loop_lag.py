@@ -1,4 +1,4 @@
-"""The event loop is never blocked (contract §7), measured the way a service feels it.
+"""The event loop is never blocked, measured the way a service feels it.
 
 Another process holds SQLite's write lock for 2 s while 20 tasks of this process wait to
 write. A ticker task in the same loop sleeps 10 ms at a time and records the largest gap

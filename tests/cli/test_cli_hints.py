@@ -1,4 +1,4 @@
-"""Every hint in an error names a command that works in that situation (issue 10, item 7).
+"""Every hint in an error names a command that works in that situation.
 
 Each test follows the advice it is given and checks that it leads somewhere.
 """

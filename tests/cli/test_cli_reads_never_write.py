@@ -1,4 +1,4 @@
-"""Reads never write (issue 10, items 5 and 6).
+"""Reads never write.
 
 Every read command, ``hermes_store.create_engine`` and ``current_revision`` leave a store's
 bytes, its journal mode and its sidecar files exactly as they were, on a WAL file and on

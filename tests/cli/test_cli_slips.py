@@ -1,4 +1,4 @@
-"""The small slips of issue 10, item 8, one test each."""
+"""Small command-line slips, one test each."""
 
 from __future__ import annotations
 

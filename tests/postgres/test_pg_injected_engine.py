@@ -1,4 +1,4 @@
-"""Issue 11, defect 3 on PostgreSQL: a caller's engine is used as it is and never disposed."""
+"""On PostgreSQL, a caller's engine is used as it is and never disposed."""
 
 from __future__ import annotations
 

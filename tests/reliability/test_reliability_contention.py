@@ -1,4 +1,4 @@
-"""Contention: many processes on one ``state.db`` (contract §5).
+"""Contention: many processes on one ``state.db``.
 
 One run of the scenario (module fixture): 8 writer processes append messages (with and
 without tool calls) and token updates — to their own session and to 4 sessions they all

@@ -1,4 +1,4 @@
-"""A SIGKILL during group commits loses no acknowledged write (issue 21).
+"""A SIGKILL during group commits loses no acknowledged write.
 
 A child process runs several threads appending to one store as fast as they can (or
 asyncio tasks on one ``AsyncSessionDB``, whose appends are batched), so their writes are

@@ -1,4 +1,4 @@
-"""The twelve deliberate improvements over upstream (contract §4), one section per item."""
+"""The twelve deliberate improvements over upstream, one section per item."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from hermes_store import SessionDB
 # --- sanitize_title ----------------------------------------------------------------------------
 
 SANITIZE_CASES = [
-    # the examples of upstream-behaviour §7.3
+    # upstream's own examples
     ("  hello\x00  world  ", "hello world"),
     ("hello\t\nworld", "hello world"),
     ("\x07\x08test\x1b", "test"),

@@ -1,4 +1,4 @@
-"""Value encodings shared with upstream's state.db (upstream-behaviour §6, contract §4.3)."""
+"""Value encodings shared with upstream's state.db."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Removing injected memory context from replayed turns (upstream-behaviour §1, §7.5)."""
+"""Removing injected memory context from replayed turns (as upstream Hermes removes it)."""
 
 from __future__ import annotations
 

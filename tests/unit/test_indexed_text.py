@@ -1,4 +1,4 @@
-"""The live indexed-text expression is the one the revisions froze (issue 22: one definition).
+"""The live indexed-text expression is the one the revisions froze (one definition).
 
 Revisions keep their own copies (a revision never changes), so this test is what keeps the
 search code, ``doctor`` and the indexes the revisions built in agreement.

@@ -1,4 +1,4 @@
-"""Title cleaning, lineage numbers and LIKE escaping (upstream-behaviour §7.3)."""
+"""Title cleaning, lineage numbers and LIKE escaping, as upstream Hermes does them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 11, defect 1: a COMMIT refused by a reader must not leave a transaction open.
+"""A COMMIT refused by a reader must not leave a transaction open.
 
 With the rollback journal (``journal_mode=DELETE``, the fallback where WAL is refused)
 a writer holds RESERVED while readers may still take SHARED; COMMIT then needs

@@ -1,8 +1,8 @@
-"""The store checkpoints its WAL itself: every 50 writes and on close (contract §5).
+"""The store checkpoints its WAL itself: every 50 writes and on close, as upstream Hermes does.
 
 SQLite's own automatic checkpoint (every 1,000 WAL pages) is turned off on the store's
 write connection, where it would add a checkpoint and an ``fsync`` every 20-odd appends
-(docs/benchmarks.md, issue 21). What must hold: the WAL stays bounded by the store's own
+(docs/benchmarks.md). What must hold: the WAL stays bounded by the store's own
 rhythm, nothing committed is lost, and a connection the store borrowed from a caller's
 pool goes back with the caller's setting.
 """

@@ -1,4 +1,4 @@
-"""Issue 22, defect 7: the connections a store holds outside the pool end with it.
+"""The connections a store holds outside the pool end with it.
 
 * After ``os.fork()`` the child never uses a connection its parent opened (a SQLite
   connection must not cross a fork; a server connection's socket would be shared): it

@@ -1,4 +1,4 @@
-"""Group commit (issue 21): writes queued while the writer lock is held share one transaction.
+"""Group commit: writes queued while the writer lock is held share one transaction.
 
 Every test makes the grouping certain instead of hoping for it: the test thread holds the
 store's writer lock while the writer threads start, waits until all of them are queued,

@@ -1,4 +1,4 @@
-"""Issue 11, defect 3: an engine handed to ``SessionDB(engine=…)`` is configured, never disposed.
+"""An engine handed to ``SessionDB(engine=…)`` is configured, never disposed.
 
 A plain ``sqlalchemy.create_engine("sqlite:///…")`` knows nothing of the store's needs
 (WAL, foreign keys, ``BEGIN IMMEDIATE`` for writes); the store gives its connections

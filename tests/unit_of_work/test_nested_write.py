@@ -1,4 +1,4 @@
-"""Issue 11, defect 2: a write started inside another write fails at once, never deadlocks."""
+"""A write started inside another write fails at once, never deadlocks."""
 
 from __future__ import annotations
 

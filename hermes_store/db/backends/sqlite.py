@@ -103,12 +103,12 @@ class SQLiteBackend:
         """Turn SQLite's own automatic checkpoint off on the store's write connection
         (returns the setting it had, 1,000 WAL pages by default).
 
-        The unit of work checkpoints every 50 writes (upstream's policy, contract §5),
+        The unit of work checkpoints every 50 writes (upstream's policy),
         which bounds the WAL by itself; SQLite's automatic checkpoint would add one every
         1,000 pages, which an append reaches every 20-odd commits (its FTS5 and trigram
         index pages make about 45 pages a commit): each is a pass over the WAL and an
         extra ``fsync`` of the database file inside some append. Measured: 1,060 instead
-        of 1,111 ``fdatasync`` per 1,000 appends (docs/benchmarks.md, issue 21)."""
+        of 1,111 ``fdatasync`` per 1,000 appends (docs/benchmarks.md)."""
         previous = driver_execute(connection, "PRAGMA wal_autocheckpoint", begin=False).rows[0][0]
         driver_execute(connection, "PRAGMA wal_autocheckpoint=0", begin=False)
         return int(previous)
