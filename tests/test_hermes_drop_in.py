@@ -22,7 +22,7 @@ import hermes_store.hermes_state as drop_in
 def test_top_level_hermes_state_is_the_drop_in_module() -> None:
     assert hermes_state is drop_in
     assert issubclass(hermes_state.SessionDB, hermes_store.SessionDB)
-    assert hermes_state.SCHEMA_VERSION == 11
+    assert hermes_state.SCHEMA_VERSION == 17
     assert isinstance(hermes_state.DEFAULT_DB_PATH, Path)
     assert hermes_state.DEFAULT_DB_PATH.name == "state.db"
 
@@ -93,7 +93,7 @@ def test_default_path_follows_hermes_home_set_after_import(
     monkeypatch.delenv("HERMES_STORE_URL", raising=False)
     hermes_state.SessionDB().close()
     with sqlite3.connect(tmp_path / "profile" / "state.db") as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchone() == (11,)
+        assert conn.execute("SELECT version FROM schema_version").fetchone() == (hermes_state.SCHEMA_VERSION,)
 
 
 def test_patching_sessiondb_on_the_module_is_seen_by_importers(monkeypatch: pytest.MonkeyPatch) -> None:
