@@ -30,9 +30,11 @@ from hermes_store import SessionDB
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-PREVIOUS_RELEASES = ("13d1553", "45bc335", "3f120b6")
-"""Main before the online migrations (at revision 0011), main before revision 0017, and
-main before revision 0018 (which replaced the search indexes that release reads)."""
+PREVIOUS_RELEASES = ("13d1553", "45bc335", "3f120b6", "74727db")
+"""Main before the online migrations (at revision 0011), main before revision 0017, main
+before revision 0018 (which replaced the search indexes that release reads), and main
+before revision 0019 (upstream's schema 17: new columns, NOT NULL with defaults, that
+release never writes)."""
 
 PREVIOUS_RELEASE_CALLS = textwrap.dedent(
     """
