@@ -227,7 +227,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 # --- coverage gate -----------------------------------------------------------------------
 
 POSTGRES_ONLY_MODULES = (
-    "*/hermes_store/schema/types.py",
+    "*/hermes_store/db/column_types.py",
     "*/hermes_store/admin/copy_target.py",
     "*/hermes_store/search/postgres/*",
     "*/hermes_store/db/backends/postgresql.py",

@@ -32,7 +32,7 @@ bounded, least recently used first out: search builds a new SQL text per query s
 so their keys grow with what users type.
 
 Columns named in ``content_keys`` hold message content and are mapped back from the
-backend's storage form by :class:`hermes_store.schema.types.MessageContent`'s result processor.
+backend's storage form by :class:`hermes_store.db.column_types.MessageContent`'s result processor.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.sql.elements import TextClause
 
 from hermes_store.db import sqlalchemy_private
+from hermes_store.db.column_types import MessageContent
 from hermes_store.db.sqlalchemy_private import Route
-from hermes_store.schema.types import MessageContent
 
 Bind = orm.Session | Connection
 _CONTENT = MessageContent()
@@ -495,7 +495,7 @@ def fetch_dicts(
     """Rows of ``sql`` as dicts. List values in ``params`` expand for ``IN :name``.
 
     ``content_keys`` name columns holding message content, mapped back from the
-    backend's storage form by :class:`hermes_store.schema.types.MessageContent`'s result
+    backend's storage form by :class:`hermes_store.db.column_types.MessageContent`'s result
     processor. Statements without a list run through :func:`driver_execute`.
     """
     names, rows = _fetch(db, sql, params, tuple(content_keys))

@@ -23,8 +23,8 @@ from typing import Any, ClassVar
 from sqlalchemy import ForeignKey, Index, Integer, MetaData, Text, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from hermes_store.db.column_types import EpochSeconds, Float8, MessageContent, Money
 from hermes_store.schema.legacy import HEAD_VERSION
-from hermes_store.schema.types import EpochSeconds, Float8, MessageContent, Money
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",

@@ -2,13 +2,14 @@
 
 :func:`find_hits` hands the plan to the search module of the store's backend
 (:mod:`.sqlite` for FTS5, :mod:`.postgres` for tsvector/pg_trgm, see
-:meth:`hermes_store.db.backends.Backend.search_module`); both return the same result shape. Every hit then
+:func:`_implementation`); both return the same result shape. Every hit then
 carries the message before and after it in the same session (``context``).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from types import ModuleType
 from typing import Any
 
 from hermes_store.db.backends import backend_for
@@ -49,9 +50,21 @@ def find_hits(
     dialect."""
     if plan.kind == "empty":
         return []
-    module = backend_for(db).search_module()
+    module = _implementation(backend_for(db).name)
     hits: list[dict[str, Any]] = module.find_hits(db, plan, filters, limit, offset, order)
     return hits
+
+
+def _implementation(backend: str) -> ModuleType:
+    """The module implementing ``find_hits`` on ``backend``, imported on first use (a
+    SQLite store never imports the PostgreSQL statements)."""
+    if backend == "postgresql":
+        from hermes_store.search import postgres
+
+        return postgres
+    from hermes_store.search import sqlite
+
+    return sqlite
 
 
 # The hit, the message before it and the message after it in the same session, for a

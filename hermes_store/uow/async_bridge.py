@@ -29,7 +29,7 @@ def run_in_greenlet(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Coroutin
 def current_call() -> int:
     """An id of the running store call, unique among calls in flight.
 
-    Each call runs in a task of its own (see :mod:`hermes_store.api.async_completion`), and
+    Each call runs in a task of its own (see :mod:`hermes_store.uow.async_completion`), and
     greenlet code runs while the loop is executing that task.
     """
     return id(asyncio.current_task())

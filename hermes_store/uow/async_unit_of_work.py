@@ -19,7 +19,7 @@
   task.
 
 Every call runs to completion even if the awaiting task is cancelled (see
-:mod:`hermes_store.api.async_completion`): a write is either committed whole or not at all.
+:mod:`hermes_store.uow.async_completion`): a write is either committed whole or not at all.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import StaticPool
 
-from hermes_store.api.async_completion import CompletionGroup
 from hermes_store.db.engine import create_engine, sqlite_path
 from hermes_store.db.urls import sync_driver_url
 from hermes_store.uow.async_bridge import GreenletLock, current_call, pause, run_in_greenlet
+from hermes_store.uow.async_completion import CompletionGroup
 from hermes_store.uow.async_write_batch import WriteBatcher
 from hermes_store.uow.unit_of_work import (
     CHECKPOINT_EVERY_N_WRITES,

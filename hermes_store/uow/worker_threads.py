@@ -7,7 +7,7 @@ does the same job in about 60 µs: the call goes to an idle thread through a C
 ``queue.SimpleQueue``, and its outcome comes back to the loop with a single
 ``call_soon_threadsafe`` that sets the caller's future.
 
-Cancellation, as for every store call (:mod:`hermes_store.api.async_completion`):
+Cancellation, as for every store call (:mod:`hermes_store.uow.async_completion`):
 cancelling the awaiting task cancels only its future; the call itself runs on to the
 end on its thread (a write commits whole or rolls back whole), its outcome is then
 dropped, and an error nobody will see is logged. :meth:`WorkerThreads.drain` waits for

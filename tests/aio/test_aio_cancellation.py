@@ -199,6 +199,6 @@ def test_a_call_whose_caller_was_cancelled_logs_its_failure(
                 await task
             await db.unit_of_work.drain()
 
-    with caplog.at_level("WARNING", logger="hermes_store.api.async_completion"):
+    with caplog.at_level("WARNING", logger="hermes_store.uow.async_completion"):
         asyncio.run(scenario())
     assert any("caller was cancelled failed" in r.getMessage() for r in caplog.records)

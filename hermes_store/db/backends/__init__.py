@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import Any, Protocol
 
 from sqlalchemy import ColumnElement, orm
@@ -45,8 +44,6 @@ class Backend(Protocol):
     then ends with ``COMMIT`` (:func:`hermes_store.db.execution.begin_driver_transaction`),
     or ``None``: writes run in SQLAlchemy's transactions."""
 
-    def search_module(self) -> ModuleType:
-        """The module implementing ``find_hits`` for this backend."""
 
     def insert(self, table: Any) -> Any:
         """A dialect ``insert(table)`` with ``on_conflict_do_nothing``/``_do_update``."""

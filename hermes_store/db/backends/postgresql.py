@@ -10,7 +10,6 @@ written.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import Any
 
 from sqlalchemy import ColumnElement, Double, orm, text
@@ -18,7 +17,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.types import TypeEngine
 
-from hermes_store.schema.types import POSTGRES_CONTENT_SENTINEL, SQLITE_CONTENT_SENTINEL
+from hermes_store.db.column_types import POSTGRES_CONTENT_SENTINEL, SQLITE_CONTENT_SENTINEL
 
 MIGRATION_LOCK_KEY = 8675309011
 """The advisory lock every migrator of a PostgreSQL database takes first."""
@@ -62,11 +61,6 @@ class PostgreSQLBackend:
     # psycopg begins transactions itself; SQLAlchemy's are the ones to end.
     driver_write_begin = None
 
-    def search_module(self) -> ModuleType:
-        """tsvector/GIN and pg_trgm search (:mod:`hermes_store.search.postgres`)."""
-        from hermes_store.search import postgres as search
-
-        return search
 
     def insert(self, table: Any) -> Any:
         """PostgreSQL's ``INSERT … ON CONFLICT`` construct."""

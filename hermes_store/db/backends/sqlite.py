@@ -12,7 +12,6 @@ import json
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import Any
 
 from sqlalchemy import REAL, ColumnElement, orm
@@ -45,11 +44,6 @@ class SQLiteBackend:
     # Writes run the driver's transaction (why: execution.begin_driver_transaction).
     driver_write_begin = "BEGIN IMMEDIATE"
 
-    def search_module(self) -> ModuleType:
-        """FTS5 word and trigram indexes (:mod:`hermes_store.search.sqlite`)."""
-        from hermes_store.search import sqlite as search
-
-        return search
 
     def insert(self, table: Any) -> Any:
         """SQLite's ``INSERT … ON CONFLICT`` construct."""
