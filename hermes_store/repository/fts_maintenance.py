@@ -5,7 +5,8 @@ segment, so an index left alone grows slower to search and to write. FTS5's ``'o
 command merges an index into one segment without changing what it finds. PostgreSQL's
 search indexes need no such merging: there every function here does nothing.
 
-The DDL of the FTS tables and triggers is the one ``hermes-store doctor`` repairs with.
+The DDL of the FTS tables and triggers is :mod:`hermes_store.schema.fts_ddl`'s, which
+``hermes-store doctor`` repairs with too.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import re
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
 
-from hermes_store.admin.doctor import FTS_TABLES as FTS_TABLE_DDL
-from hermes_store.admin.doctor import _triggers as fts_triggers
+from hermes_store.db.backends import backend_for
 from hermes_store.db.execution import Bind
+from hermes_store.schema.fts_ddl import FTS_TABLES as FTS_TABLE_DDL
+from hermes_store.schema.fts_ddl import fts_triggers
 from hermes_store.schema.indexed_text import indexed_text
 
-log = logging.getLogger("hermes_state")
+log = logging.getLogger(__name__)
 
 FTS_TABLES = ("messages_fts", "messages_fts_trigram")
 """The store's FTS5 indexes on SQLite."""
@@ -30,7 +32,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _is_sqlite(db: Bind) -> bool:
-    return db.get_bind().dialect.name == "sqlite" if hasattr(db, "get_bind") else db.dialect.name == "sqlite"
+    return backend_for(db).name == "sqlite"
 
 
 def fts_table_exists(db: Bind, name: str) -> bool:

@@ -13,11 +13,10 @@ from typing import ClassVar, Protocol, cast
 
 from sqlalchemy.engine import Engine
 
-from hermes_store.admin import maintenance
 from hermes_store.api.features.base import FacadeBase
-from hermes_store.repository import fts_maintenance
+from hermes_store.repository import fts_maintenance, maintenance
 
-log = logging.getLogger("hermes_state")
+log = logging.getLogger(__name__)
 
 READ_ONLY_ERROR = "attempt to write a readonly database"
 """What a write on a read-only store raises (as ``sqlite3.OperationalError``, as SQLite does)."""
