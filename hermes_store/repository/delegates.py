@@ -133,6 +133,8 @@ def delegate_children(db: Bind, parent_ids: Iterable[str], keep: Collection[str]
     own), are never returned, even when markers form a cycle back to them.
     """
     seeds = sorted({session_id for session_id in parent_ids if session_id})
+    if not seeds:
+        return []
     seen = set(seeds) | set(keep)
     tagged = _TaggedRows(db)
     found: list[str] = []
