@@ -38,7 +38,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.schema import CreateTable
 
 from hermes_store.api import session_db as facade
-from hermes_store.db.engine import BUSY_TIMEOUT_S
+from hermes_store.db.engine import BUSY_TIMEOUT_S, resolve_url, sqlite_path
 from hermes_store.db.memory import names_memory
 from hermes_store.domain.paths import default_db_path
 from hermes_store.drop_in import LOGGER_NAME
@@ -264,13 +264,15 @@ def _default_path() -> Path:
 
 
 def _state_db_file(db_path: str | os.PathLike[str] | None) -> Path | None:
-    """The SQLite file ``db_path`` names, or ``None`` for a URL or an in-memory database."""
+    """The SQLite file ``db_path`` names, as the store's engine resolves it; ``None`` for a
+    server URL, an in-memory database or a SQLite URI filename (which keep the store's own
+    connections)."""
     if db_path is None or names_memory(db_path):
         return None
-    text = os.fspath(db_path)
-    if "://" in text or text.startswith("file:"):
+    url = resolve_url(db_path)
+    if url.query.get("uri") == "true":
         return None
-    return Path(text)
+    return sqlite_path(url)
 
 
 def _state_db_connector(path: Path) -> Callable[[], sqlite3.Connection]:
