@@ -206,14 +206,20 @@ class SessionDB(facade.SessionDB):
         """Recreate FTS tables or triggers that are gone and refill those indexes.
 
         A repair may drop the whole FTS schema, and a runtime without FTS5 may have dropped
-        the triggers to keep writes working; either way search would miss messages.
+        the triggers to keep writes working; either way search would miss messages. Best
+        effort: a failure is logged and the store opens anyway (the next open tries again).
         """
-        missing = self._query(fts_maintenance.missing_fts_objects)
-        if missing:
+        try:
+            missing = self._query(fts_maintenance.missing_fts_objects)
+            if not missing:
+                return
             refilled = self._write(
                 lambda db: fts_maintenance.restore_fts_objects(db, missing), "restoring the full-text index"
             )
-            logger.warning("state.db: full-text index objects were missing; rebuilt %s", ", ".join(refilled))
+        except Exception as exc:  # the store works without it; search stays incomplete until it succeeds
+            logger.warning("state.db: could not restore the missing full-text index objects: %s", exc)
+            return
+        logger.warning("state.db: full-text index objects were missing; rebuilt %s", ", ".join(refilled))
 
     def _write(self, work: Callable[[Connection], T], operation: str) -> T:
         """One retried write transaction; every ``_OPTIMIZE_EVERY_N_WRITES`` of them the

@@ -139,3 +139,26 @@ def test_the_upstream_probes() -> None:
     assert SessionDB._is_fts5_unavailable_error(locked) and SessionDB._is_fts5_unavailable_error(no_module)
     assert SessionDB._is_fts5_unavailable_error(other) is False
     assert SessionDB._OPTIMIZE_EVERY_N_WRITES == 1000
+
+
+def test_the_drop_in_restores_missing_fts_objects_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = hermes_state.SessionDB(path)
+    db.create_session("s1", "cli")
+    db.append_message("s1", "user", "indexed lantern")
+    conn = db._conn
+    assert conn is not None
+    conn.execute("DROP TRIGGER messages_fts_insert")
+    conn.execute("DROP TRIGGER messages_fts_trigram_insert")
+    db.append_message("s1", "user", "missed lantern 灯塔守护者")  # written while the triggers were gone
+    assert len(db.search_messages("lantern")) == 1
+    db.close()
+
+    reopened = hermes_state.SessionDB(path)
+    try:
+        assert len(reopened.search_messages("lantern")) == 2
+        assert len(reopened.search_messages("灯塔守护")) == 1
+        reopened.append_message("s1", "user", "new lantern")
+        assert len(reopened.search_messages("lantern")) == 3
+    finally:
+        reopened.close()
