@@ -1,4 +1,4 @@
-"""Build legacy upstream Hermes ``state.db`` files, at any schema version 1–11, for tests.
+"""Build legacy upstream Hermes ``state.db`` files, at any schema version 1–17, for tests.
 
 This module deliberately uses nothing but :mod:`sqlite3` and :mod:`json`: it plays the
 part of the *other* program (upstream Hermes) that wrote a database before hermes_store
@@ -16,6 +16,13 @@ seconds, JSON with Python's default (ASCII-escaping) encoder, the ``"\\x00json:"
 sentinel for list/dict message content, counters bumped per appended message. Only the
 columns the file has are written; FTS tables are kept in step by the file's own triggers.
 Every builder returns exactly what it wrote so tests can prove every row survives.
+
+Versions 12–17 (:func:`build_upstream_db`) are a version-11 file plus what upstream's
+later code added on open, step by step in the order it landed (:data:`LATER_STEPS`;
+several steps came without a version bump, so a file's number does not say which it has):
+``missing`` leaves steps out (a "v14" opened by a build from before ``cwd`` existed),
+``ghosts`` adds the three columns upstream added and later dropped, ``topic_tables`` the
+Telegram topic tables in their first (no cascade) or second shape.
 """
 
 from __future__ import annotations
@@ -255,6 +262,188 @@ def build_legacy_db(
             == 1
         )
     return LegacyDb(path, version, columns, statements, has_index)
+
+
+# --- upstream after version 11 -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaterStep:
+    """What one upstream change added on open, and the schema version files had by then."""
+
+    name: str
+    version: int
+    statements: tuple[str, ...]
+
+
+LATER_STEPS: tuple[LaterStep, ...] = (
+    LaterStep(
+        "handoff",
+        11,
+        tuple(
+            f"ALTER TABLE sessions ADD COLUMN {column} TEXT"
+            for column in ("handoff_state", "handoff_platform", "handoff_error")
+        ),
+    ),
+    LaterStep(
+        "platform_message_id",
+        12,
+        (
+            "ALTER TABLE messages ADD COLUMN platform_message_id TEXT",
+            "CREATE INDEX IF NOT EXISTS idx_messages_platform_msg_id "
+            "ON messages(session_id, platform_message_id) WHERE platform_message_id IS NOT NULL",
+        ),
+    ),
+    LaterStep("observed", 13, ("ALTER TABLE messages ADD COLUMN observed INTEGER DEFAULT 0",)),
+    LaterStep(
+        "compression_locks",
+        14,
+        (
+            "CREATE TABLE IF NOT EXISTS compression_locks (session_id TEXT PRIMARY KEY, "
+            "holder TEXT NOT NULL, acquired_at REAL NOT NULL, expires_at REAL NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS idx_compression_locks_expires ON compression_locks(expires_at)",
+        ),
+    ),
+    LaterStep("cwd", 14, ("ALTER TABLE sessions ADD COLUMN cwd TEXT",)),
+    LaterStep(
+        "active",
+        14,
+        (
+            "ALTER TABLE messages ADD COLUMN active INTEGER NOT NULL DEFAULT 1",
+            "ALTER TABLE sessions ADD COLUMN rewind_count INTEGER NOT NULL DEFAULT 0",
+            "CREATE INDEX IF NOT EXISTS idx_messages_session_active "
+            "ON messages(session_id, active, timestamp)",
+        ),
+    ),
+    LaterStep("archived", 14, ("ALTER TABLE sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0",)),
+    LaterStep(
+        "source_id_index", 15, ("CREATE INDEX IF NOT EXISTS idx_sessions_source_id ON sessions(source, id)",)
+    ),
+    LaterStep("compacted", 16, ("ALTER TABLE messages ADD COLUMN compacted INTEGER NOT NULL DEFAULT 0",)),
+    LaterStep(
+        "git",
+        16,
+        (
+            "ALTER TABLE sessions ADD COLUMN git_branch TEXT",
+            "ALTER TABLE sessions ADD COLUMN git_repo_root TEXT",
+        ),
+    ),
+    LaterStep(
+        "gateway_peer",
+        17,
+        (
+            *(
+                f"ALTER TABLE sessions ADD COLUMN {column} TEXT"
+                for column in ("session_key", "chat_id", "chat_type", "thread_id")
+            ),
+            "CREATE INDEX IF NOT EXISTS idx_sessions_session_key ON sessions(session_key, started_at DESC)",
+            "CREATE INDEX IF NOT EXISTS idx_sessions_gateway_peer "
+            "ON sessions(source, user_id, chat_id, chat_type, thread_id, started_at DESC)",
+        ),
+    ),
+    LaterStep(
+        "compression_failure",
+        17,
+        (
+            "ALTER TABLE sessions ADD COLUMN compression_failure_cooldown_until REAL",
+            "ALTER TABLE sessions ADD COLUMN compression_failure_error TEXT",
+        ),
+    ),
+    LaterStep(
+        "handoff_index",
+        17,
+        ("CREATE INDEX IF NOT EXISTS idx_sessions_handoff_state ON sessions(handoff_state, started_at)",),
+    ),
+)
+"""Upstream's additions after version 11, in the order they landed, each with the version
+files were at when it did (changes that came without a bump carry the version of their time)."""
+
+GHOST_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("sessions", "handoff_pending", "INTEGER DEFAULT 0"),
+    ("sessions", "icon", "TEXT"),
+    ("messages", "anthropic_content_blocks", "TEXT"),
+)
+"""Columns upstream added and later dropped from its schema: files opened by those builds
+keep them (upstream never drops a column)."""
+
+_TOPIC_MODE = """CREATE TABLE IF NOT EXISTS telegram_dm_topic_mode (
+    chat_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    enabled INTEGER NOT NULL DEFAULT 1,
+    activated_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    has_topics_enabled INTEGER,
+    allows_users_to_create_topics INTEGER,
+    capability_checked_at REAL,
+    intro_message_id TEXT,
+    pinned_message_id TEXT
+)"""
+_TOPIC_BINDINGS = """CREATE TABLE IF NOT EXISTS telegram_dm_topic_bindings (
+    chat_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    session_key TEXT NOT NULL,
+    session_id TEXT NOT NULL REFERENCES sessions(id){on_delete},
+    managed_mode TEXT NOT NULL DEFAULT 'auto',
+    linked_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (chat_id, thread_id)
+)"""
+
+
+def topic_table_statements(shape: int) -> tuple[str, ...]:
+    """Upstream's opt-in Telegram topic tables: ``shape`` 1 (the bindings' foreign key
+    without a delete action) or 2 (``ON DELETE CASCADE``), with the ``state_meta`` key."""
+    on_delete = " ON DELETE CASCADE" if shape >= 2 else ""
+    return (
+        _TOPIC_MODE,
+        _TOPIC_BINDINGS.format(on_delete=on_delete),
+        "CREATE UNIQUE INDEX IF NOT EXISTS idx_telegram_dm_topic_bindings_session "
+        "ON telegram_dm_topic_bindings(session_id)",
+        "CREATE INDEX IF NOT EXISTS idx_telegram_dm_topic_bindings_user "
+        "ON telegram_dm_topic_bindings(user_id, chat_id)",
+        "INSERT INTO state_meta (key, value) VALUES ('telegram_dm_topic_schema_version', "
+        f"'{shape}') ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+    )
+
+
+def build_upstream_db(
+    path: Path | str,
+    version: int,
+    *,
+    missing: Iterable[str] = (),
+    ghosts: bool = False,
+    topic_tables: int | None = None,
+) -> LegacyDb:
+    """Write an empty upstream database at schema ``version`` (11–17) to ``path``: a v11
+    file plus every :data:`LATER_STEPS` step of that version or earlier, except those
+    named in ``missing``; with ``ghosts``, upstream's dropped columns; with
+    ``topic_tables`` (1 or 2), the Telegram topic tables in that shape."""
+    if not 11 <= version <= 17:
+        raise ValueError(f"this builder makes versions 11..17, not {version}")
+    left_out = set(missing)
+    unknown = left_out - {step.name for step in LATER_STEPS}
+    if unknown:
+        raise ValueError(f"no later upstream step is called {sorted(unknown)}")
+    legacy = build_legacy_db(path, 11)
+    statements = [
+        statement
+        for step in LATER_STEPS
+        if step.version <= version and step.name not in left_out
+        for statement in step.statements
+    ]
+    if ghosts:
+        statements.extend(
+            f"ALTER TABLE {table} ADD COLUMN {column} {ddl}" for table, column, ddl in GHOST_COLUMNS
+        )
+    if topic_tables is not None:
+        statements.extend(topic_table_statements(topic_tables))
+    statements.append(f"UPDATE schema_version SET version = {version}")
+    with closing(connect(path)) as conn:
+        for statement in statements:
+            conn.execute(statement)
+        columns = {table: columns_of(conn, table) for table in ("sessions", "messages")}
+    return LegacyDb(Path(path), version, columns, [*legacy.statements, *statements], legacy.has_title_index)
 
 
 # --- rows --------------------------------------------------------------------------------
