@@ -1,12 +1,17 @@
-"""One state.db, two programs (contract §2).
+"""One state.db, two programs (contract §2), the other being upstream Hermes at schema 11.
 
 (a) a v11 file written with plain sqlite3 the way upstream Hermes writes reads correctly
-    through SessionDB;
+    through SessionDB (which brings it to schema 17);
 (b) a file written by SessionDB reads correctly with plain sqlite3 the way upstream reads,
-    and holds exactly upstream's schema objects plus ``alembic_version``;
-(c) the real upstream ``SessionDB`` (``/tmp/upstream_state.py``, else extracted from the Hermes
-    mirror by ``benchmarks.upstream``, when either is present) and ours
-    read each other's files, also while both are open on the same file.
+    and holds exactly the schema objects of upstream at schema 17 (with its opt-in Telegram
+    topic tables) plus ``alembic_version``;
+(c) the real upstream v11 ``SessionDB`` (``/tmp/upstream_state.py``, else extracted from the
+    Hermes mirror by ``benchmarks.upstream``, when either is present) and ours read each
+    other's files, also while both are open on the same file. Where upstream's later
+    versions changed what a call returns (conversation dicts gained ``timestamp``, rows
+    gained the schema-17 columns), the comparison is of what v11 returns.
+
+Upstream at schema 17 is ``test_file_compat_head.py``.
 """
 
 from __future__ import annotations
@@ -23,8 +28,27 @@ from pathlib import Path
 import legacy_db
 import pytest
 
+from hermes_store.schema.legacy import HEAD_VERSION
+from hermes_store.schema.revisions import history
+
 SENTINEL = "\x00json:"
 UPSTREAM_SOURCE = Path("/tmp/upstream_state.py")
+HEAD = history().head
+LATER_CONVERSATION_KEYS = ("timestamp", "message_id", "observed")
+"""Keys upstream's conversation dicts gained after schema 11."""
+
+
+def as_v11_conversation(conversation: list[dict]) -> list[dict]:
+    """A conversation as upstream v11 returns it: without the keys added since."""
+    return [
+        {k: v for k, v in message.items() if k not in LATER_CONVERSATION_KEYS} for message in conversation
+    ]
+
+
+def head_reference(path: Path) -> Path:
+    """A file with upstream's schema-17 objects and its opt-in Telegram topic tables."""
+    legacy_db.build_upstream_db(path, 17, topic_tables=2)
+    return path
 
 
 def plain_connect(path: Path) -> sqlite3.Connection:
@@ -185,7 +209,10 @@ def test_ours_reads_upstream_messages(ours_on_upstream):
 
 
 def test_ours_replays_an_upstream_conversation(ours_on_upstream):
-    assert ours_on_upstream.get_messages_as_conversation("up-tip", include_ancestors=True) == [
+    replay = ours_on_upstream.get_messages_as_conversation("up-tip", include_ancestors=True)
+    times = [1770000001.0, 1770000002.5, 1770000003.0, 1770000004.0, 1770003603.0, 1770003604.0]
+    assert [m.get("timestamp") for m in replay] == times
+    assert as_v11_conversation(replay) == [
         {"role": "user", "content": "How should we migrate the orders table?"},
         {
             "role": "assistant",
@@ -230,8 +257,8 @@ def test_ours_keeps_an_upstream_file_healthy_for_upstream(ours_on_upstream, upst
     ours_on_upstream.append_message("up-tg", "assistant", "new words 新的内容", tool_calls=[{"id": "x"}])
     ours_on_upstream.set_session_title("up-tg", "Telegram chat")
     assert [h["id"] for h in ours_on_upstream.search_messages("新的内容")] == [10]
-    assert legacy_db.schema_versions(upstream_file) == [11]
-    assert legacy_db.alembic_versions(upstream_file) == ["0018"]
+    assert legacy_db.schema_versions(upstream_file) == [HEAD_VERSION]
+    assert legacy_db.alembic_versions(upstream_file) == [HEAD]
     for table in ("messages_fts", "messages_fts_trigram"):
         legacy_db.fts_integrity_check(upstream_file, table)
     assert legacy_db.fts_rowids(upstream_file, "messages_fts", "new") == [10]
@@ -278,15 +305,15 @@ def ours_file(tmp_path, open_db):
     return path
 
 
-def test_plain_reader_sees_schema_version_11(ours_file):
-    assert legacy_db.schema_versions(ours_file) == [11]
+def test_plain_reader_sees_schema_version_17(ours_file):
+    assert legacy_db.schema_versions(ours_file) == [HEAD_VERSION] == [17]
 
 
 def test_plain_reader_parses_every_json_column(ours_file):
     with closing(plain_connect(ours_file)) as conn:
         session = dict(conn.execute("SELECT * FROM sessions WHERE id = 'o-1'").fetchone())
         rows = [dict(r) for r in conn.execute("SELECT * FROM messages ORDER BY timestamp, id")]
-    assert len(session) == 27
+    assert len(session) == 41
     assert json.loads(session["model_config"]) == {"persona": "助手", "n": 1}
     assert (session["title"], session["end_reason"], session["input_tokens"]) == ("Rollout", "user_exit", 10)
     assert json.loads(rows[1]["tool_calls"])[0]["function"]["arguments"] == '{"step": "备份"}'
@@ -336,6 +363,7 @@ def foreign_keys(path: Path, table: str) -> list[tuple]:
 
 
 ALEMBIC_OBJECTS = {("table", "alembic_version"), ("index", "sqlite_autoindex_alembic_version_1")}
+LATER_TABLES = ("compression_locks", "telegram_dm_topic_mode", "telegram_dm_topic_bindings")
 
 
 def assert_same_schema(ours: Path, reference: Path) -> None:
@@ -346,15 +374,13 @@ def assert_same_schema(ours: Path, reference: Path) -> None:
         kind, name = key
         if kind in ("index", "trigger") or name.startswith("messages_fts"):
             assert mine[key] == theirs[key], key
-    for table in ("sessions", "messages", "state_meta", "schema_version"):
+    for table in ("sessions", "messages", "state_meta", "schema_version", *LATER_TABLES):
         assert table_shape(ours, table) == table_shape(reference, table), table
         assert foreign_keys(ours, table) == foreign_keys(reference, table), table
 
 
 def test_schema_is_upstreams_plus_alembic_version(ours_file, tmp_path):
-    reference = tmp_path / "reference.db"
-    legacy_db.build_legacy_db(reference, 11)
-    assert_same_schema(ours_file, reference)
+    assert_same_schema(ours_file, head_reference(tmp_path / "reference.db"))
 
 
 def test_fts_tables_are_inline_with_one_content_column(ours_file):
@@ -373,11 +399,9 @@ def test_fts_tables_are_inline_with_one_content_column(ours_file):
 def test_fresh_file_schema_matches_upstream_reference(tmp_path, open_db):
     path = tmp_path / "fresh.db"
     open_db(path).close()
-    reference = tmp_path / "reference.db"
-    legacy_db.build_legacy_db(reference, 11)
-    assert_same_schema(path, reference)
-    assert legacy_db.schema_versions(path) == [11]
-    assert legacy_db.alembic_versions(path) == ["0018"]
+    assert_same_schema(path, head_reference(tmp_path / "reference.db"))
+    assert legacy_db.schema_versions(path) == [HEAD_VERSION]
+    assert legacy_db.alembic_versions(path) == [HEAD]
 
 
 # =====================================================================================
@@ -529,10 +553,12 @@ def assert_same_view(reader, writer) -> None:
     for sid in ("root", "tip", "other"):
         assert reader.get_session(sid) == writer.get_session(sid), sid
         assert reader.get_messages(sid) == writer.get_messages(sid), sid
-        assert reader.get_messages_as_conversation(sid) == writer.get_messages_as_conversation(sid), sid
-    assert reader.get_messages_as_conversation(
-        "tip", include_ancestors=True
-    ) == writer.get_messages_as_conversation("tip", include_ancestors=True)
+        assert as_v11_conversation(reader.get_messages_as_conversation(sid)) == as_v11_conversation(
+            writer.get_messages_as_conversation(sid)
+        ), sid
+    assert as_v11_conversation(
+        reader.get_messages_as_conversation("tip", include_ancestors=True)
+    ) == as_v11_conversation(writer.get_messages_as_conversation("tip", include_ancestors=True))
     assert reader.list_sessions_rich() == writer.list_sessions_rich()
     assert reader.list_sessions_rich(include_children=True) == writer.list_sessions_rich(
         include_children=True
@@ -567,8 +593,8 @@ def test_ours_reads_a_file_written_by_upstream(tmp_path, open_db, upstream_db):
     reference = upstream_db(path)
     assert_same_view(ours, reference)
     assert ours.get_messages("root")[1]["tool_calls"] == [SEARCH_CALL]
-    assert legacy_db.alembic_versions(path) == ["0018"]
-    assert legacy_db.schema_versions(path) == [11]
+    assert legacy_db.alembic_versions(path) == [HEAD]
+    assert legacy_db.schema_versions(path) == [HEAD_VERSION]
 
 
 def test_both_programs_write_the_same_way(tmp_path, open_db, upstream_db):
@@ -577,16 +603,21 @@ def test_both_programs_write_the_same_way(tmp_path, open_db, upstream_db):
     write_sample(ours)
     write_sample(upstream)
     for sid in ("root", "tip", "other"):
-        assert stable_session(ours.get_session(sid)) == stable_session(upstream.get_session(sid)), sid
-        assert comparable_messages(ours.get_messages(sid)) == comparable_messages(
-            upstream.get_messages(sid)
-        ), sid
-        assert ours.get_messages_as_conversation(
-            sid, include_ancestors=True
-        ) == upstream.get_messages_as_conversation(sid, include_ancestors=True)
-    assert [stable_session(r) for r in ours.list_sessions_rich()] == [
-        stable_session(r) for r in upstream.list_sessions_rich()
-    ]
+        theirs = stable_session(upstream.get_session(sid))
+        assert {k: v for k, v in stable_session(ours.get_session(sid)).items() if k in theirs} == theirs, sid
+        theirs_messages = comparable_messages(upstream.get_messages(sid))
+        assert [
+            {k: v for k, v in mine.items() if k in their}
+            for mine, their in zip(comparable_messages(ours.get_messages(sid)), theirs_messages, strict=True)
+        ] == theirs_messages, sid
+        assert as_v11_conversation(ours.get_messages_as_conversation(sid, include_ancestors=True)) == (
+            upstream.get_messages_as_conversation(sid, include_ancestors=True)
+        )
+    theirs_listed = [stable_session(r) for r in upstream.list_sessions_rich()]
+    assert [
+        {k: v for k, v in stable_session(mine).items() if k in their}
+        for mine, their in zip(ours.list_sessions_rich(), theirs_listed, strict=True)
+    ] == theirs_listed
     for query in ("kubernetes", "Continue", "web_search"):
         # Snippets of tool-call rows differ by the JSON encoding (§4.3); compare the rest.
         mine = [(h["id"], h["role"], h["tool_name"], h["context"]) for h in ours.search_messages(query)]
@@ -629,18 +660,26 @@ def test_upstream_reopening_our_file_changes_nothing(tmp_path, open_db, upstream
     before = schema_objects(path)
     upstream_db(path).close()
     assert schema_objects(path) == before
-    assert legacy_db.schema_versions(path) == [11]
+    assert legacy_db.schema_versions(path) == [HEAD_VERSION]
     again = open_db(path)
     assert again.get_session("tip")["title"] == "Cluster deploy #2"
-    assert legacy_db.alembic_versions(path) == ["0018"]
+    assert legacy_db.alembic_versions(path) == [HEAD]
 
 
-def test_schema_matches_a_file_created_by_upstream(tmp_path, open_db, upstream_db):
+def test_schema_holds_every_object_of_a_file_created_by_upstream(tmp_path, open_db, upstream_db):
     reference = tmp_path / "upstream.db"
     upstream_db(reference).close()
     ours = tmp_path / "ours.db"
     open_db(ours).close()
-    assert_same_schema(ours, reference)
+    mine, theirs = schema_objects(ours), schema_objects(reference)
+    assert set(theirs) <= set(mine)
+    for key in theirs:
+        kind, name = key
+        if kind in ("index", "trigger") or name.startswith("messages_fts"):
+            assert mine[key] == theirs[key], key
+    for table in ("sessions", "messages", "state_meta", "schema_version"):
+        shape = table_shape(reference, table)
+        assert {c: v for c, v in table_shape(ours, table).items() if c in shape} == shape, table
 
 
 def test_multimodal_first_message_preview_differs_only_by_improvement(tmp_path, open_db, upstream_db):
