@@ -38,6 +38,7 @@ REVISION_FILES = (
     "0016_latin_trigrams_in_stored_grams.py",
     "0017_word_pair_index.py",
     "0018_search_indexes_by_id_bucket.py",
+    "0019_upstream_schema_17.py",
 )
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "hermes_state.py", "hermes_store", "migrations")
 
@@ -109,7 +110,7 @@ INSTALLED_PROBE = textwrap.dedent(
     import hermes_store
     import hermes_store.migrations
     import hermes_state
-    assert hermes_state.SCHEMA_VERSION == 11 and hermes_state.__name__ == "hermes_store.hermes_state"
+    assert hermes_state.SCHEMA_VERSION == 17 and hermes_state.__name__ == "hermes_store.hermes_state"
 
     hermes_store.upgrade(sys.argv[1])  # a new file: made from the shipped head snapshot
     stepped = sys.argv[1] + ".stepped"  # through the shipped Alembic scripts
@@ -165,7 +166,7 @@ def test_installed_wheel_upgrades_a_new_database_to_head_outside_the_checkout(
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert Path(report["package"]).is_relative_to(target)
     assert Path(report["migrations"]).is_relative_to(target)
-    assert report["revision"] == [["0018"]]
-    assert report["schema_version"] == [[11]]
+    assert report["revision"] == [["0019"]]
+    assert report["schema_version"] == [[17]]
     assert report["alembic_imported"] is True  # the stepped file ran the installed scripts
     assert report["same_catalog"] is True

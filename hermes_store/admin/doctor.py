@@ -35,39 +35,13 @@ from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.db.backends import backend_for
 from hermes_store.db.engine import sqlite_path, write_engine
+from hermes_store.schema.fts_ddl import FTS_TABLES, fts_triggers
 from hermes_store.schema.indexed_text import indexed_text
 from hermes_store.schema.migrate import read_schema_state
 
 Status = Literal["ok", "warn", "fail", "fixed", "skipped"]
 WAL_WARN_BYTES = 64 * 1024 * 1024
-FTS_TABLES = {
-    "messages_fts": "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(\n    content\n)",
-    "messages_fts_trigram": (
-        "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts_trigram USING fts5(\n"
-        "    content,\n    tokenize='trigram'\n)"
-    ),
-}
-
 _SESSIONS = sa.table("sessions", sa.column("id"), sa.column("message_count"), sa.column("tool_call_count"))
-
-
-def _triggers(table: str) -> dict[str, str]:
-    new = indexed_text("new.")
-    return {
-        f"{table}_insert": (
-            f"CREATE TRIGGER IF NOT EXISTS {table}_insert AFTER INSERT ON messages BEGIN\n"
-            f"    INSERT INTO {table}(rowid, content) VALUES (\n        new.id,\n        {new}\n    );\nEND"
-        ),
-        f"{table}_delete": (
-            f"CREATE TRIGGER IF NOT EXISTS {table}_delete AFTER DELETE ON messages BEGIN\n"
-            f"    DELETE FROM {table} WHERE rowid = old.id;\nEND"
-        ),
-        f"{table}_update": (
-            f"CREATE TRIGGER IF NOT EXISTS {table}_update AFTER UPDATE ON messages BEGIN\n"
-            f"    DELETE FROM {table} WHERE rowid = old.id;\n"
-            f"    INSERT INTO {table}(rowid, content) VALUES (\n        new.id,\n        {new}\n    );\nEND"
-        ),
-    }
 
 
 @dataclass
@@ -193,7 +167,7 @@ class Doctor:
         triggers = _names(connection, "trigger")
         for table in FTS_TABLES:
             missing = [] if table in tables else [table]
-            missing += [name for name in _triggers(table) if name not in triggers]
+            missing += [name for name in fts_triggers(table) if name not in triggers]
             if missing:
                 self.facts.fts_broken.add(table)
                 self.facts.missing_fts_objects[table] = missing
@@ -321,7 +295,8 @@ class Doctor:
         with write_engine(self.engine).connect() as connection, connection.begin():
             for table in sorted(facts.fts_broken):
                 for name in facts.missing_fts_objects.get(table, []):
-                    connection.exec_driver_sql(FTS_TABLES[table] if name == table else _triggers(table)[name])
+                    ddl = FTS_TABLES[table] if name == table else fts_triggers(table)[name]
+                    connection.exec_driver_sql(ddl)
                 connection.exec_driver_sql(f"DELETE FROM {table}")
                 connection.exec_driver_sql(
                     f"INSERT INTO {table}(rowid, content) SELECT id, {indexed_text()} FROM messages"

@@ -20,8 +20,6 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 from sqlalchemy.engine import URL, Connection, Engine
 
-from hermes_store.admin import maintenance
-from hermes_store.admin.transcripts import remove_transcripts
 from hermes_store.api.features.archive import ArchiveMethods
 from hermes_store.api.features.base import FacadeBase
 from hermes_store.api.features.compaction import CompactionMethods
@@ -48,9 +46,10 @@ from hermes_store.db.execution import Bind
 from hermes_store.db.memory import is_shared_memory, names_memory, shared_memory_url
 from hermes_store.domain import codec
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, sanitize_title
+from hermes_store.domain.transcripts import remove_transcripts
 from hermes_store.domain.validation import optional_int, optional_str, require_count, require_str
 from hermes_store.errors import StoreError
-from hermes_store.repository import conversation, lineage, listing, messages, meta, sessions
+from hermes_store.repository import conversation, lineage, listing, maintenance, messages, meta, sessions
 from hermes_store.schema.migrate import ensure_schema
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters, search

@@ -18,7 +18,6 @@ from sqlalchemy import orm
 from sqlalchemy.engine import Engine
 
 from hermes_store.admin import doctor as doctor_checks
-from hermes_store.admin import maintenance
 from hermes_store.admin.backup import DEFAULT_PAGES_PER_STEP, backup_sqlite
 from hermes_store.cli.errors import CliError
 from hermes_store.cli.output import (
@@ -32,7 +31,7 @@ from hermes_store.cli.output import (
 )
 from hermes_store.cli.target import StoreTarget, pass_target
 from hermes_store.db.backends import backend_for
-from hermes_store.repository import facts
+from hermes_store.repository import facts, maintenance
 from hermes_store.repository import sessions as sessions_repo
 from hermes_store.schema import revisions as script_history
 from hermes_store.schema.migrate import read_schema_state

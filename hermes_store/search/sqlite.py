@@ -10,7 +10,7 @@ Three query shapes, chosen by :func:`hermes_store.search.plan.plan_search`:
 Both substring shapes return the newest hits first, so SQLite can stop reading the index
 as soon as a page is full. Asked for time order (``newest``/``oldest``), every shape sorts
 its hits by ``timestamp`` first and keeps its own order for ties; such a search reads every
-hit, as upstream Hermes' does.
+hit, as upstream Hermes' does, but builds snippets for the page only.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from typing import Any
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
 
+from hermes_store.db.execution import fetch_dicts
 from hermes_store.db.sqlite_errors import (
     is_fts_query_rejection,
     is_missing_search_capability,
     raise_translated,
 )
-from hermes_store.repository.rows import fetch_dicts
 from hermes_store.schema.indexed_text import INDEXED_TEXT
 from hermes_store.search.filters import SearchFilters
 from hermes_store.search.order import SearchOrder
@@ -65,12 +65,35 @@ def order_by(order: SearchOrder, by_relevance: str) -> str:
     return f"ORDER BY {by_relevance}"
 
 
-def _fts_sql(where: str, order: SearchOrder) -> str:
-    return (
-        f"SELECT {_HIT_COLUMNS.format(snippet=_fts_snippet('messages_fts'))} FROM messages_fts "
-        "JOIN messages m ON m.id = messages_fts.rowid JOIN sessions s ON s.id = m.session_id "
-        f"WHERE messages_fts MATCH :match {where} {order_by(order, 'rank')} LIMIT :limit OFFSET :offset"
+def _indexed_sql(table: str, conditions: str, order: SearchOrder, by_relevance: str) -> str:
+    """A page of the hits of ``table MATCH :match`` that also meet ``conditions`` (each
+    with its leading ``AND``), in ``order``.
+
+    In relevance order FTS5 hands the matches over best first, so ``LIMIT`` stops it
+    after a page and only the page's rows pay for ``snippet()``. In time order every match
+    is sorted; building a snippet for each (the row's text tokenized again) cost ten times
+    the sort (5.3 s against 0.5 s for ``the`` at 200,000 messages). So the page's ids are
+    chosen first, and only their rows are matched again, by rowid, for their snippets.
+    """
+    joins = f"JOIN messages m ON m.id = {table}.rowid JOIN sessions s ON s.id = m.session_id"
+    ordered = order_by(order, by_relevance)
+    if order == "rank":
+        return (
+            f"SELECT {_HIT_COLUMNS.format(snippet=_fts_snippet(table))} FROM {table} {joins} "
+            f"WHERE {table} MATCH :match {conditions} {ordered} LIMIT :limit OFFSET :offset"
+        )
+    page = (
+        f"SELECT m.id FROM {table} {joins} WHERE {table} MATCH :match {conditions} {ordered} "
+        "LIMIT :limit OFFSET :offset"
     )
+    return (
+        f"SELECT {_HIT_COLUMNS.format(snippet=_fts_snippet(table))} FROM {table} {joins} "
+        f"WHERE {table} MATCH :match AND {table}.rowid IN ({page}) {ordered}"
+    )
+
+
+def _fts_sql(where: str, order: SearchOrder) -> str:
+    return _indexed_sql("messages_fts", where, order, "rank")
 
 
 def substring_condition(plan: SearchPlan, params: dict[str, Any]) -> str:
@@ -118,12 +141,8 @@ def _contains(text: str, name: str, literal: bool) -> str:
 
 
 def _trigram_sql(condition: str, where: str, order: SearchOrder) -> str:
-    return (
-        f"SELECT {_HIT_COLUMNS.format(snippet=_fts_snippet('messages_fts_trigram'))} "
-        "FROM messages_fts_trigram JOIN messages m ON m.id = messages_fts_trigram.rowid "
-        "JOIN sessions s ON s.id = m.session_id "
-        f"WHERE messages_fts_trigram MATCH :match AND {condition} {where} "
-        f"{order_by(order, 'messages_fts_trigram.rowid DESC')} LIMIT :limit OFFSET :offset"
+    return _indexed_sql(
+        "messages_fts_trigram", f"AND {condition} {where}", order, "messages_fts_trigram.rowid DESC"
     )
 
 

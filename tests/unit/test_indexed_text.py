@@ -12,7 +12,7 @@ from types import ModuleType
 
 from support import REPO_ROOT
 
-from hermes_store.admin import doctor
+from hermes_store.schema import fts_ddl
 from hermes_store.schema.indexed_text import INDEXED_TEXT, indexed_text
 
 
@@ -35,9 +35,9 @@ def test_the_sqlite_triggers_of_revision_0011_index_this_expression() -> None:
     source = Path(REPO_ROOT, "migrations", "versions", "0011_inline_fts_with_tool_fields.py").read_text()
     assert source.count(indexed_text("new.")) == 4
     assert source.count(f"SELECT id, {indexed_text()}") == 2
-    # doctor recreates the same triggers from it.
+    # doctor (and the store on open) recreate the same triggers from it.
     assert all(
         indexed_text("new.") in sql
-        for name, sql in doctor._triggers("messages_fts").items()
+        for name, sql in fts_ddl.fts_triggers("messages_fts").items()
         if "delete" not in name
     )

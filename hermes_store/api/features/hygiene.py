@@ -10,8 +10,8 @@ from typing import ClassVar
 
 from sqlalchemy.engine import Connection
 
-from hermes_store.admin.transcripts import remove_transcripts
 from hermes_store.api.features.base import FacadeBase
+from hermes_store.domain.transcripts import remove_transcripts
 from hermes_store.repository import hygiene
 from hermes_store.repository import sessions as session_rows
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import orm
 
-from hermes_store.repository.rows import fetch_dicts
+from hermes_store.db.execution import fetch_dicts
 from hermes_store.schema.revisions import BUCKETED_INDEXES_REVISION
 from hermes_store.search.cjk import is_cjk_codepoint
 from hermes_store.search.filters import SearchFilters

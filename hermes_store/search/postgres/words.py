@@ -9,8 +9,7 @@ from typing import Any
 
 from sqlalchemy import orm
 
-from hermes_store.db.execution import fetch_tuples
-from hermes_store.repository.rows import fetch_dicts
+from hermes_store.db.execution import fetch_dicts, fetch_tuples
 from hermes_store.schema.indexed_text import INDEXED_TEXT
 from hermes_store.schema.revisions import BUCKETED_INDEXES_REVISION, WORD_PAIRS_REVISION
 from hermes_store.search.filters import SearchFilters
