@@ -78,6 +78,16 @@ def test_time_order_applies_filters_first(db, shuffled_times, query):
     assert hit_ids(hits) == [shuffled_times["late"], shuffled_times["early"]]
 
 
+@pytest.mark.parametrize("query", PATHS.values(), ids=PATHS.keys())
+@pytest.mark.parametrize("sort", ["newest", "oldest"])
+def test_time_order_gives_each_hit_its_snippet(db, shuffled_times, query, sort):
+    by_relevance = {hit["id"]: hit["snippet"] for hit in db.search_messages(query)}
+    by_time = db.search_messages(query, sort=sort)
+
+    assert {hit["id"]: hit["snippet"] for hit in by_time} == by_relevance
+    assert all(hit["snippet"] for hit in by_time)
+
+
 @pytest.mark.parametrize(
     ("sort", "first"),
     [
