@@ -19,7 +19,24 @@ from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from hermes_store import SessionDB
-from hermes_store.schema.models import Base, Message, Session, StateMeta
+from hermes_store.schema.models import (
+    Base,
+    CompressionLock,
+    Message,
+    Session,
+    StateMeta,
+    TelegramTopicBinding,
+    TelegramTopicMode,
+)
+
+COPIED_MODELS: tuple[type[Base], ...] = (
+    Session,
+    Message,
+    StateMeta,
+    CompressionLock,
+    TelegramTopicMode,
+    TelegramTopicBinding,
+)
 
 WORDS = [
     "deploy",
@@ -131,6 +148,79 @@ def table_rows(engine: Engine, model: type[Base]) -> list[tuple[Any, ...]]:
 
 
 def assert_same_store(source: Engine, target: Engine) -> None:
-    """Both stores hold exactly the same sessions, messages and metadata."""
-    for model in (Session, Message, StateMeta):
+    """Both stores hold exactly the same rows in every copied table."""
+    for model in COPIED_MODELS:
         assert table_rows(target, model) == table_rows(source, model), model.__tablename__
+
+
+def fill_head_extras(path: Path) -> None:
+    """Give a store at head (filled by :func:`fill_store`, at least 3 sessions) what only
+    schema 17 has: gateway, workspace, handoff and rewind columns on sessions, platform
+    ids and context flags on messages, a compression lease and Telegram topic rows."""
+    with closing(sqlite3.connect(path)) as connection, connection:
+        connection.execute(
+            "UPDATE sessions SET session_key = 'agent:main:telegram:dm:42', chat_id = '42', "
+            "chat_type = 'dm', thread_id = '7', cwd = '/srv/app', git_branch = 'main', "
+            "handoff_state = 'pending', compression_failure_cooldown_until = 1700000123.25, "
+            "rewind_count = 2, archived = 1 WHERE id = 's00001'"
+        )
+        connection.execute(
+            "UPDATE messages SET platform_message_id = 'tg-' || id, observed = 1 WHERE id % 5 = 0"
+        )
+        connection.execute("UPDATE messages SET active = 0, compacted = 1 WHERE id IN (2, 3)")
+        connection.execute("UPDATE messages SET active = 0 WHERE id = 4")
+        connection.execute(
+            "INSERT INTO compression_locks (session_id, holder, acquired_at, expires_at) "
+            "VALUES ('s00002', 'worker-1', 1700000000.5, 1700000300.5)"
+        )
+        connection.execute(
+            "INSERT INTO telegram_dm_topic_mode (chat_id, user_id, enabled, activated_at, updated_at, "
+            "has_topics_enabled, intro_message_id) "
+            "VALUES ('42', 'u42', 1, 1700000001.0, 1700000002.5, 1, '900')"
+        )
+        connection.execute(
+            "INSERT INTO telegram_dm_topic_bindings (chat_id, thread_id, user_id, session_key, session_id, "
+            "linked_at, updated_at) VALUES ('42', '7', 'u42', 'agent:main:telegram:dm:42:7', 's00001', "
+            "1700000003.0, 1700000004.0)"
+        )
+
+
+def make_old_store(path: Path, revision: str = "0009") -> None:
+    """A SQLite store at ``revision`` (behind head) holding two sessions, one a child of
+    the other, four messages (one JSON content) and a metadata row, written with plain
+    ``sqlite3`` in the columns that revision has."""
+    from hermes_store.db.engine import create_engine
+    from hermes_store.schema.migrate import upgrade
+
+    engine = create_engine(path)
+    try:
+        upgrade(engine, revision)
+    finally:
+        engine.dispose()
+    with closing(sqlite3.connect(path)) as connection, connection:
+        connection.executemany(
+            "INSERT INTO sessions (id, source, parent_session_id, started_at, message_count, title, "
+            "api_call_count) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                ("old-root", "cli", None, 1600000000.5, 3, "Old root", 4),
+                ("old-child", "cli", "old-root", 1600000100.0, 1, None, 0),
+            ],
+        )
+        connection.executemany(
+            "INSERT INTO messages (id, session_id, role, content, timestamp, codex_message_items) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (1, "old-root", "user", "walnut harbour question", 1600000001.0, None),
+                (2, "old-root", "assistant", "lantern answer", 1600000002.0, '[{"type": "x"}]'),
+                (
+                    3,
+                    "old-root",
+                    "user",
+                    "\x00json:" + json.dumps([{"type": "text", "text": "meadow"}]),
+                    1600000003.0,
+                    None,
+                ),
+                (4, "old-child", "user", "orchard follow up", 1600000101.0, None),
+            ],
+        )
+        connection.execute("INSERT INTO state_meta (key, value) VALUES ('last_auto_prune', '99.5')")

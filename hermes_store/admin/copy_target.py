@@ -4,19 +4,20 @@ Two writers, one interface (:class:`TargetWriter`):
 
 * :class:`PostgresCopyWriter` streams rows with ``COPY … FROM STDIN`` (psycopg 3), one
   ``COPY`` and one committed transaction per batch. Before the first row it drops the
-  target's secondary indexes and foreign keys — found in the catalog, never by name —
-  and records the statement that restores each one in the copy's bookkeeping table, in
-  the same transaction; after the last row it runs those statements. Loading a million
-  rows into a table without its GIN indexes and then building them once is many times
-  faster than updating them row by row, and checking each foreign key once with one join
-  beats a lookup per row. Primary keys and unique indexes stay: they keep the load exact.
+  secondary indexes and foreign keys of ``sessions`` and ``messages``; after the last row
+  it creates every index, constraint and trigger a fresh store has and the target lacks
+  (:mod:`hermes_store.admin.copy_schema`) — what is rebuilt never depends on what the
+  catalog still held, so a copy interrupted at any point, resumed or restarted, ends
+  with the complete schema. Loading a million rows into a table without its GIN indexes
+  and then building them once is many times faster than updating them row by row, and
+  checking each foreign key once with one join beats a lookup per row. Primary keys and
+  unique indexes stay: they keep the load exact.
 * :class:`InsertWriter` (SQLite targets) inserts batches through the unit of work; the
   store's triggers fill the FTS5 indexes as rows arrive.
 
 The bookkeeping table ``hermes_copy_state`` (key/value) exists in the target only while a
-copy is unfinished: it names the source's fingerprint (so ``--resume`` can tell the source
-has not changed) and the indexes and constraints still to restore. It is dropped once the
-copy has been verified.
+copy is unfinished: it holds the source's fingerprint, so ``--resume`` can tell the
+source has not changed. It is dropped once the copy has been verified.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from types import TracebackType
@@ -33,11 +34,27 @@ from typing import Any, Protocol
 from sqlalchemy import Column, MetaData, Table, Text, delete, func, insert, inspect, orm, select, text
 from sqlalchemy.engine import Connection, Engine
 
+from hermes_store.admin.copy_schema import (
+    SchemaObject,
+    StoreSchema,
+    drop_statement,
+    missing_objects,
+    read_schema,
+)
+from hermes_store.admin.copy_source import columns_of
 from hermes_store.db.backends import backend_for
 from hermes_store.db.execution import copy_rows, run
 from hermes_store.domain.progress import ProgressFn
 from hermes_store.errors import CopyRefused
-from hermes_store.schema.models import Base, Message, Session, StateMeta
+from hermes_store.schema.models import (
+    Base,
+    CompressionLock,
+    Message,
+    Session,
+    StateMeta,
+    TelegramTopicBinding,
+    TelegramTopicMode,
+)
 from hermes_store.uow.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -51,7 +68,6 @@ STATE_TABLE = Table(
 """The copy's bookkeeping in the target (not part of the store's schema)."""
 
 FINGERPRINT_KEY = "source fingerprint"
-_DEFERRED_PREFIX = "restore "
 _COPY_LOCK_KEY = 8675309019
 """Session-level advisory lock held by the one copy writing into a PostgreSQL target."""
 LOCK_WAIT_S = 15.0
@@ -60,10 +76,18 @@ outlive its client for a few seconds, until the server notices the closed socket
 INDEX_BUILD_MEMORY = "256MB"
 """``maintenance_work_mem`` of the copy's own connection while it builds indexes
 (PostgreSQL's default, 64 MB, makes a GIN build over a million rows spill to disk)."""
-COPIED_TABLES = ("sessions", "messages")
+DEFERRED_TABLES = ("sessions", "messages")
+"""The bulk-loaded tables whose secondary indexes and foreign keys wait for the load."""
 INDEX_BUILDERS = 2
 """Indexes built at once, each by its own server process (a 2-core server: 2)."""
-_INDEX_STEP = "1 index "
+EMPTIED_MODELS: tuple[type[Base], ...] = (
+    TelegramTopicBinding,
+    CompressionLock,
+    TelegramTopicMode,
+    Message,
+    Session,
+)
+"""What a restart empties, children before the sessions they name."""
 
 
 @dataclass(frozen=True)
@@ -74,11 +98,8 @@ class TargetState:
     messages: int
     fingerprint: dict[str, Any] | None
     """The source fingerprint of an interrupted copy, ``None`` when there is none."""
-
-
-def columns_of(model: type[Base]) -> list[str]:
-    """The model's column names, in table order (the order rows are read and written in)."""
-    return [column.name for column in model.__table__.columns]
+    unfinished: bool = False
+    """The bookkeeping table is there (an interrupted or unverified copy)."""
 
 
 def inspect_target(engine: Engine) -> TargetState:
@@ -92,10 +113,11 @@ def inspect_target(engine: Engine) -> TargetState:
             return int(run(db, select(func.count()).select_from(model)).scalar_one())
 
         fingerprint = None
-        if STATE_TABLE.name in tables:
+        unfinished = STATE_TABLE.name in tables
+        if unfinished:
             value = run(db, select(STATE_TABLE.c.value).where(STATE_TABLE.c.key == FINGERPRINT_KEY)).scalar()
             fingerprint = None if value is None else json.loads(value)
-        return TargetState(count(Session), count(Message), fingerprint)
+        return TargetState(count(Session), count(Message), fingerprint, unfinished)
 
 
 def target_session_ids(engine: Engine) -> set[str]:
@@ -111,6 +133,20 @@ def target_max_message_id(engine: Engine) -> int | None:
         return None if value is None else int(value)
 
 
+def deferred_objects(reference: StoreSchema) -> list[SchemaObject]:
+    """What a PostgreSQL load sets aside: the non-unique indexes and the foreign keys of
+    :data:`DEFERRED_TABLES`, as a fresh store defines them."""
+    return [
+        item
+        for item in reference.ordered()
+        if item.table in DEFERRED_TABLES
+        and (
+            (item.kind == "index" and not item.unique)
+            or (item.kind == "constraint" and item.definition.startswith("FOREIGN KEY"))
+        )
+    ]
+
+
 class TargetWriter(Protocol):
     """Writes a copy into one target; used as a context manager (closes its connection)."""
 
@@ -120,21 +156,26 @@ class TargetWriter(Protocol):
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None: ...
 
-    def start(self, fingerprint: dict[str, Any]) -> None:
-        """Record the copy in the target (and defer what can be rebuilt), atomically."""
+    def start(self, fingerprint: dict[str, Any], reference: StoreSchema) -> None:
+        """Record the copy in the target and set aside what waits for the load; create
+        beforehand whatever else of ``reference`` the target lacks (its triggers must
+        see the rows arrive)."""
+
+    def empty(self, keep_meta: Iterable[str]) -> None:
+        """Delete every copied row (a restart), keeping the ``state_meta`` keys named."""
 
     def write(self, model: type[Base], rows: Sequence[Sequence[Any]]) -> None:
         """Write one batch of rows (model column order, Python values) and commit it."""
 
+    def replace(self, model: type[Base], rows: Iterable[Sequence[Any]]) -> int:
+        """Replace the whole table with ``rows`` in one transaction; how many rows."""
+
     def upsert_meta(self, rows: Sequence[Sequence[Any]]) -> None:
         """Write every ``state_meta`` row, replacing a key the target holds already."""
 
-    def pending(self) -> list[tuple[str, str]]:
-        """The indexes and constraints still to restore: (name, statement), in order."""
-
-    def restore(self, pending: Sequence[tuple[str, str]], progress: ProgressFn) -> None:
-        """Run each restoring statement and strike it off (one transaction each), reporting
-        step ``indexes`` as they finish."""
+    def finish_schema(self, reference: StoreSchema, progress: ProgressFn) -> None:
+        """Create every object of ``reference`` the target lacks, reporting step
+        ``indexes``."""
 
     def complete(self) -> None:
         """After the last row: move sequences past the copied ids, refresh statistics."""
@@ -148,16 +189,6 @@ def writer_for(engine: Engine) -> TargetWriter:
     if engine.dialect.name == "postgresql":
         return PostgresCopyWriter(engine)
     return InsertWriter(engine)
-
-
-def _pending(db: orm.Session | Connection) -> list[tuple[str, str]]:
-    rows = run(
-        db,
-        select(STATE_TABLE.c.key, STATE_TABLE.c.value)
-        .where(STATE_TABLE.c.key.startswith(_DEFERRED_PREFIX))
-        .order_by(STATE_TABLE.c.key),
-    )
-    return [(str(key)[len(_DEFERRED_PREFIX) :], str(value)) for key, value in rows]
 
 
 def _record_start(db: orm.Session | Connection, fingerprint: dict[str, Any]) -> None:
@@ -176,6 +207,31 @@ def _meta_upsert(db: orm.Session | Connection, rows: Sequence[Sequence[Any]]) ->
     run(db, statement, [{"key": key, "value": value} for key, value in rows])
 
 
+def _empty(db: orm.Session | Connection, keep_meta: Iterable[str]) -> None:
+    for model in EMPTIED_MODELS:
+        run(db, delete(model))
+    run(db, delete(StateMeta).where(StateMeta.key.not_in(list(keep_meta))))
+
+
+def _insert(db: orm.Session | Connection, model: type[Base], rows: Sequence[Sequence[Any]]) -> None:
+    if not rows:
+        return
+    names = columns_of(model)
+    table: Table = model.__table__  # type: ignore[assignment]
+    run(db, insert(table), [dict(zip(names, row, strict=True)) for row in rows])
+
+
+def _chunks(rows: Iterable[Sequence[Any]], size: int = 5_000) -> Iterable[list[Sequence[Any]]]:
+    chunk: list[Sequence[Any]] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
 class InsertWriter:
     """Batched ``INSERT``s through the unit of work (SQLite targets)."""
 
@@ -191,27 +247,54 @@ class InsertWriter:
     ) -> None:
         self.uow.close()
 
-    def start(self, fingerprint: dict[str, Any]) -> None:
-        """Record the copy in the target."""
+    def start(self, fingerprint: dict[str, Any], reference: StoreSchema) -> None:
+        """Record the copy; create what the target lacks first (nothing is set aside)."""
+        self.finish_schema(reference, lambda *_: None)
         self.uow.write(lambda db: _record_start(db, fingerprint), "recording the copy")
+
+    def empty(self, keep_meta: Iterable[str]) -> None:
+        """Delete the copied rows in one transaction."""
+        kept = list(keep_meta)
+        self.uow.write(lambda db: _empty(db, kept), "emptying the target")
 
     def write(self, model: type[Base], rows: Sequence[Sequence[Any]]) -> None:
         """One ``executemany`` insert of the batch, committed."""
-        names = columns_of(model)
-        values = [dict(zip(names, row, strict=True)) for row in rows]
-        table: Table = model.__table__  # type: ignore[assignment]
-        self.uow.write(lambda db: run(db, insert(table), values), f"copying {model.__tablename__}")
+        self.uow.write(lambda db: _insert(db, model, rows), f"copying {model.__tablename__}")
+
+    def replace(self, model: type[Base], rows: Iterable[Sequence[Any]]) -> int:
+        """Delete the table's rows and insert ``rows``, in one transaction."""
+        every = [tuple(row) for row in rows]  # a retried transaction must see them again
+
+        def work(db: orm.Session) -> None:
+            run(db, delete(model))
+            for chunk in _chunks(every):
+                _insert(db, model, chunk)
+
+        self.uow.write(work, f"copying {model.__tablename__}")
+        return len(every)
 
     def upsert_meta(self, rows: Sequence[Sequence[Any]]) -> None:
         """Insert or replace every metadata row."""
         self.uow.write(lambda db: _meta_upsert(db, rows), "copying metadata")
 
-    def pending(self) -> list[tuple[str, str]]:
-        """Nothing is deferred on SQLite."""
-        return []
+    def finish_schema(self, reference: StoreSchema, progress: ProgressFn) -> None:
+        """Create the indexes, triggers and search tables the target lacks, in one
+        transaction (a SQLite foreign key cannot be added to an existing table: a missing
+        one is left for the verification to report)."""
+        statements = [
+            item.create
+            for item in missing_objects(reference, read_schema(self.engine))
+            if item.create is not None
+        ]
+        progress("indexes", 0, len(statements))
+        if statements:
 
-    def restore(self, pending: Sequence[tuple[str, str]], progress: ProgressFn) -> None:
-        """Nothing to do: nothing is deferred on SQLite."""
+            def work(db: orm.Session) -> None:
+                for statement in statements:
+                    db.connection().exec_driver_sql(statement)
+
+            self.uow.write(work, "creating missing indexes")
+        progress("indexes", len(statements), len(statements))
 
     def complete(self) -> None:
         """The backend's repair after explicit ids (nothing on SQLite: AUTOINCREMENT follows)."""
@@ -220,23 +303,6 @@ class InsertWriter:
     def forget(self) -> None:
         """Drop the bookkeeping table."""
         self.uow.write(lambda db: STATE_TABLE.drop(db.connection(), checkfirst=True), "finishing the copy")
-
-
-_SECONDARY_INDEXES = """
-    SELECT c.relname, pg_get_indexdef(i.indexrelid)
-    FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-    WHERE i.indrelid = CAST(:table AS regclass) AND NOT i.indisunique AND NOT i.indisprimary
-      AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
-    ORDER BY c.relname
-"""
-_FOREIGN_KEYS = """
-    SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
-    WHERE conrelid = CAST(:table AS regclass) AND contype = 'f' ORDER BY conname
-"""
-_COLUMN_TYPES = """
-    SELECT a.attname, t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
-    WHERE a.attrelid = CAST(:table AS regclass) AND a.attnum > 0 AND NOT a.attisdropped
-"""
 
 
 class PostgresCopyWriter:
@@ -250,7 +316,7 @@ class PostgresCopyWriter:
         self.engine = engine
         self.connection = engine.connect()
         self._content = backend_for(engine).content_bind_processor()
-        self._statements: dict[str, tuple[str, list[str]]] = {}
+        self._statements: dict[str, str] = {}
         self._lock()
 
     def __enter__(self) -> PostgresCopyWriter:
@@ -291,89 +357,92 @@ class PostgresCopyWriter:
     def _quote(self, name: str) -> str:
         return self.engine.dialect.identifier_preparer.quote(name)
 
-    def start(self, fingerprint: dict[str, Any]) -> None:
-        """Record the copy, drop secondary indexes and foreign keys, keep how to restore them."""
+    def start(self, fingerprint: dict[str, Any], reference: StoreSchema) -> None:
+        """Create what the target lacks except what waits for the load; then, in one
+        transaction, record the copy and drop the deferred indexes and foreign keys."""
+        deferred = deferred_objects(reference)
+        names = {(item.kind, item.name) for item in deferred}
+        missing = [
+            item
+            for item in missing_objects(reference, read_schema(self.engine))
+            if (item.kind, item.name) not in names
+        ]
+        self._create(missing, lambda *_: None)
         with self.connection.begin():
             _record_start(self.connection, fingerprint)
-            steps: list[tuple[str, str, str]] = []
-            for table in COPIED_TABLES:
-                for name, definition in run(self.connection, text(_SECONDARY_INDEXES), {"table": table}):
-                    steps.append((f"{_INDEX_STEP}{name}", definition, f"DROP INDEX {self._quote(name)}"))
-                for name, definition in run(self.connection, text(_FOREIGN_KEYS), {"table": table}):
-                    quoted = f"ALTER TABLE {self._quote(table)}"
-                    steps.append(
-                        (
-                            f"2 constraint {name}",
-                            f"{quoted} ADD CONSTRAINT {self._quote(name)} {definition}",
-                            f"{quoted} DROP CONSTRAINT {self._quote(name)}",
-                        )
-                    )
-            for key, restore, drop in steps:
-                run(self.connection, insert(STATE_TABLE).values(key=_DEFERRED_PREFIX + key, value=restore))
-                self.connection.exec_driver_sql(drop)
+            for item in deferred:
+                self.connection.exec_driver_sql(drop_statement(item, self._quote))
 
-    def _statement(self, model: type[Base]) -> tuple[str, list[str]]:
+    def empty(self, keep_meta: Iterable[str]) -> None:
+        """Delete the copied rows in one transaction."""
+        with self.connection.begin():
+            _empty(self.connection, keep_meta)
+
+    def _statement(self, model: type[Base]) -> str:
         table = model.__tablename__
         if table not in self._statements:
             names = columns_of(model)
-            statement = f"COPY {self._quote(table)} ({', '.join(self._quote(n) for n in names)}) FROM STDIN"
-            types: list[str] = []
-            if self.binary:
-                with self.connection.begin():
-                    catalog = run(self.connection, text(_COLUMN_TYPES), {"table": table})
-                    found = {str(n): str(t) for n, t in catalog}
-                types = [found[name] for name in names]
-                statement += " (FORMAT BINARY)"
-            self._statements[table] = (statement, types)
+            self._statements[table] = (
+                f"COPY {self._quote(table)} ({', '.join(self._quote(n) for n in names)}) FROM STDIN"
+            )
         return self._statements[table]
+
+    def _storable(self, model: type[Base], rows: Iterable[Sequence[Any]]) -> Iterable[Sequence[Any]]:
+        if model is not Message or self._content is None:
+            return rows
+        position = columns_of(Message).index("content")
+        to_storage = self._content
+        return ((*row[:position], to_storage(row[position]), *row[position + 1 :]) for row in rows)
 
     def write(self, model: type[Base], rows: Sequence[Sequence[Any]]) -> None:
         """One ``COPY`` of the batch in its own transaction."""
-        statement, types = self._statement(model)
-        if model is Message and self._content is not None:
-            position = columns_of(Message).index("content")
-            to_storage = self._content
-            rows = [(*row[:position], to_storage(row[position]), *row[position + 1 :]) for row in rows]
         with self.connection.begin():
-            copy_rows(self.connection, statement, rows, types=types)
+            copy_rows(self.connection, self._statement(model), self._storable(model, rows))
+
+    def replace(self, model: type[Base], rows: Iterable[Sequence[Any]]) -> int:
+        """Delete the table's rows and ``COPY`` ``rows`` in, in one transaction."""
+        with self.connection.begin():
+            run(self.connection, delete(model))
+            return copy_rows(self.connection, self._statement(model), self._storable(model, rows))
 
     def upsert_meta(self, rows: Sequence[Sequence[Any]]) -> None:
         """Insert or replace every metadata row (a handful: no COPY needed)."""
         with self.connection.begin():
             _meta_upsert(self.connection, rows)
 
-    def pending(self) -> list[tuple[str, str]]:
-        """The recorded indexes first, then the foreign keys, as the start recorded them."""
-        with self.connection.begin():
-            return _pending(self.connection)
+    def finish_schema(self, reference: StoreSchema, progress: ProgressFn) -> None:
+        """Create every object of ``reference`` the target lacks."""
+        self._create(missing_objects(reference, read_schema(self.engine)), progress)
 
-    def restore(self, pending: Sequence[tuple[str, str]], progress: ProgressFn) -> None:
+    def _create(self, objects: Sequence[SchemaObject], progress: ProgressFn) -> None:
         """Build the indexes :data:`INDEX_BUILDERS` at a time (PostgreSQL builds one GIN
-        index on one core), then add the foreign keys, which find their rows through the
-        rebuilt indexes. Each on its own connection and in its own transaction."""
-        indexes = [item for item in pending if item[0].startswith(_INDEX_STEP)]
-        constraints = [item for item in pending if not item[0].startswith(_INDEX_STEP)]
+        index on one core), then the constraints (foreign keys find their rows through
+        the rebuilt indexes), then the triggers. Each on its own connection, in its own
+        transaction."""
+        indexes = [item for item in objects if item.kind == "index"]
+        others = [item for item in objects if item.kind != "index"]
         done = 0
-        progress("indexes", done, len(pending))
+        progress("indexes", done, len(objects))
         with ThreadPoolExecutor(max_workers=INDEX_BUILDERS, thread_name_prefix="hermes-copy-index") as pool:
-            for future in as_completed([pool.submit(self._restore_one, *item) for item in indexes]):
+            for future in as_completed([pool.submit(self._create_one, item) for item in indexes]):
                 future.result()
                 done += 1
-                progress("indexes", done, len(pending))
-        for item in constraints:
-            self._restore_one(*item)
+                progress("indexes", done, len(objects))
+        for item in others:
+            self._create_one(item)
             done += 1
-            progress("indexes", done, len(pending))
+            progress("indexes", done, len(objects))
 
-    def _restore_one(self, name: str, statement: str) -> None:
-        """One index or constraint, without the service's statement timeout."""
+    def _create_one(self, item: SchemaObject) -> None:
+        """One object, without the service's statement timeout."""
+        if item.create is None:
+            return
         started = time.perf_counter()
         with self.engine.connect() as connection, connection.begin():
             connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
             connection.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{INDEX_BUILD_MEMORY}'")
-            connection.exec_driver_sql(statement)
-            run(connection, delete(STATE_TABLE).where(STATE_TABLE.c.key == _DEFERRED_PREFIX + name))
-        log.info("restored %s in %.1f s", name, time.perf_counter() - started)
+            connection.exec_driver_sql(item.create)
+        log.info("created %s in %.1f s", item.describe(), time.perf_counter() - started)
 
     def complete(self) -> None:
         """Move the message id sequence past the copied ids; fresh planner statistics."""

@@ -1,30 +1,51 @@
-"""Checking a finished copy: the target must match the source.
+"""Checking a copy: the target must hold exactly what the source holds.
 
-Three checks, each one query per side:
+``hermes-store verify SOURCE TARGET`` (and every ``copy``, before it drops its
+bookkeeping) runs, in order, stopping at the first difference with
+:class:`~hermes_store.errors.CopyMismatch` naming it:
 
-* counts of sessions, messages and metadata rows;
-* per session, every counter and timestamp ``sessions`` holds (``message_count``, token
-  and cost counters, ``started_at``/``ended_at``), and what its messages are: how many,
-  the smallest, largest and sum of their ids, the first and last timestamp;
-* search: a few words taken from messages spread over the id range are searched on
-  both stores through the store's own search (FTS5 on SQLite, tsvector/GIN on
-  PostgreSQL); the target must find the message each word was taken from — which also
-  proves the rebuilt indexes work.
+1. counts of sessions and messages (cheap, and the most likely difference);
+2. every row of ``sessions`` and ``messages``: one digest per session over every column
+   of the session and of its messages, streamed on both sides; the first session whose
+   digests differ is compared column by column to name the difference
+   (:mod:`hermes_store.admin.copy_digest`);
+3. every row of ``state_meta`` (plus the keys a fresh store holds by itself),
+   ``compression_locks``, ``telegram_dm_topic_mode`` and ``telegram_dm_topic_bindings``;
+4. every index, constraint and trigger of the target against a fresh store at the same
+   revision (:mod:`hermes_store.admin.copy_schema`);
+5. search: a few words taken from messages spread over the id range are searched on the
+   target through the store's own search (FTS5 on SQLite, tsvector/GIN on PostgreSQL),
+   which must find the message each word was taken from — proof that the rebuilt search
+   indexes work.
+
+The source is read as it is, at its own revision (columns it lacks compare as the
+defaults the copy wrote). Nothing is written to either store.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import orm
+from sqlalchemy import func, orm, select
 from sqlalchemy.engine import Engine
 
-from hermes_store.db.execution import fetch_tuples
+from hermes_store.admin.copy_digest import (
+    first_row_difference,
+    merge_by_key,
+    normalized_rows,
+    session_digests,
+)
+from hermes_store.admin.copy_schema import StoreSchema, differences, read_schema, reference_schema
+from hermes_store.admin.copy_source import TableReader, readers_for
+from hermes_store.admin.copy_target import inspect_target
+from hermes_store.db.execution import fetch_tuples, run
 from hermes_store.domain.codec import content_text_for_context, decode_content
-from hermes_store.domain.progress import ProgressFn
-from hermes_store.errors import CopyMismatch
+from hermes_store.domain.progress import ProgressFn, ignore_progress
+from hermes_store.errors import CopyMismatch, CopyRefused
+from hermes_store.schema.migrate import read_schema_state
 from hermes_store.search.engine import find_hits
 from hermes_store.search.filters import SearchFilters
 from hermes_store.search.plan import plan_search
@@ -33,21 +54,13 @@ SEARCH_SAMPLES = 5
 SEARCH_LIMIT = 1000
 """Hits asked for per sampled word; a word with this many is too common to compare."""
 _WORD = re.compile(r"[a-z]{5,}")
+SMALL_TABLES = (
+    ("compression_locks", 1),
+    ("telegram_dm_topic_mode", 1),
+    ("telegram_dm_topic_bindings", 2),
+)
+"""The other copied tables and how many leading columns make their key."""
 
-_COUNTS = """
-    SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages),
-           (SELECT COUNT(*) FROM state_meta)
-"""
-_COUNTERS = """
-    SELECT id, message_count, tool_call_count, api_call_count, input_tokens, output_tokens,
-           cache_read_tokens, cache_write_tokens, reasoning_tokens, estimated_cost_usd,
-           actual_cost_usd, started_at, ended_at, parent_session_id
-    FROM sessions
-"""
-_MESSAGE_SHAPE = """
-    SELECT session_id, COUNT(*), MIN(id), MAX(id), SUM(id), MIN(timestamp), MAX(timestamp)
-    FROM messages GROUP BY session_id
-"""
 _SAMPLE = "SELECT id, content FROM messages WHERE id >= :at ORDER BY id LIMIT 20"
 _ID_RANGE = "SELECT MIN(id), MAX(id) FROM messages"
 
@@ -60,7 +73,9 @@ class Verification:
     messages: int
     meta: int
     searched: tuple[str, ...]
-    """The words searched on both stores."""
+    """The words searched on the target."""
+    schema_objects: int = 0
+    """Indexes, constraints and triggers compared with a fresh store's."""
 
 
 def _rows(engine: Engine, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
@@ -68,15 +83,8 @@ def _rows(engine: Engine, sql: str, params: dict[str, Any] | None = None) -> lis
         return fetch_tuples(db, sql, params, content_keys=("content",) if "content" in sql else ())
 
 
-def _keyed(rows: list[tuple[Any, ...]]) -> dict[Any, tuple[Any, ...]]:
-    return {row[0]: tuple(row[1:]) for row in rows}
-
-
-def _first_difference(source: dict[Any, Any], target: dict[Any, Any]) -> str:
-    for key in sorted(set(source) | set(target), key=str):
-        if source.get(key) != target.get(key):
-            return f"session {key!r}: source {source.get(key)}, target {target.get(key)}"
-    return ""
+def _mismatch(difference: str) -> CopyMismatch:
+    return CopyMismatch(f"the target does not match the source: {difference}")
 
 
 def sample_words(engine: Engine, count: int = SEARCH_SAMPLES) -> list[tuple[str, int]]:
@@ -106,43 +114,153 @@ def _hit_ids(engine: Engine, word: str) -> set[int]:
     return {int(hit["id"]) for hit in hits}
 
 
-def verify_copy(source: Engine, target: Engine, progress: ProgressFn) -> Verification:
-    """Compare the target with the source; raise :class:`CopyMismatch` at the first difference."""
-    words = sample_words(source)
-    total = 3 + len(words)
-    progress("verify", 0, total)
-    (expected,) = _rows(source, _COUNTS)
-    (found,) = _rows(target, _COUNTS)
-    if tuple(expected) != tuple(found):
-        raise CopyMismatch(
-            f"copy does not match: source has sessions/messages/metadata {tuple(expected)}, "
-            f"target {tuple(found)}; was the source written to during the copy? "
-            "copy again into an empty target"
+def _count(engine: Engine, reader: TableReader) -> int:
+    if not reader.exists:
+        return 0
+    with engine.connect() as connection:
+        return int(run(connection, select(func.count()).select_from(reader.table)).scalar_one())
+
+
+def _check_counts(
+    source: Engine, target: Engine, ours: dict[str, TableReader], theirs: dict[str, TableReader]
+) -> tuple[int, int]:
+    expected = (_count(source, ours["sessions"]), _count(source, ours["messages"]))
+    found = (_count(target, theirs["sessions"]), _count(target, theirs["messages"]))
+    if expected != found:
+        raise _mismatch(
+            f"the source holds {expected[0]} session(s) and {expected[1]} message(s), the target "
+            f"{found[0]} and {found[1]} (was the source written to during the copy?)"
         )
-    progress("verify", 1, total)
-    for step, sql, what in ((2, _COUNTERS, "counters"), (3, _MESSAGE_SHAPE, "messages")):
-        difference = _first_difference(_keyed(_rows(source, sql)), _keyed(_rows(target, sql)))
+    return found
+
+
+def _check_sessions(
+    source: Engine, target: Engine, ours: dict[str, TableReader], theirs: dict[str, TableReader]
+) -> None:
+    """Session digests side by side; the first that differs is explained column by column."""
+    for session_id, expected, found in merge_by_key(
+        session_digests(source, ours), session_digests(target, theirs)
+    ):
+        if expected == found:
+            continue
+        difference = _explain_session(source, target, ours, theirs, session_id)
+        raise _mismatch(difference or f"session {session_id!r} differs")
+
+
+def _explain_session(
+    source: Engine,
+    target: Engine,
+    ours: dict[str, TableReader],
+    theirs: dict[str, TableReader],
+    session_id: str,
+) -> str | None:
+    def sessions(engine: Engine, readers: dict[str, TableReader]) -> Iterator[tuple[Any, ...]]:
+        reader = readers["sessions"]
+        return normalized_rows(engine, reader, where=reader.table.c.id == session_id)
+
+    def messages(engine: Engine, readers: dict[str, TableReader]) -> Iterator[tuple[Any, ...]]:
+        reader = readers["messages"]
+        return normalized_rows(engine, reader, where=reader.table.c.session_id == session_id)
+
+    return first_row_difference(
+        "sessions", ours["sessions"], sessions(source, ours), sessions(target, theirs)
+    ) or first_row_difference("messages", ours["messages"], messages(source, ours), messages(target, theirs))
+
+
+def _with_seeds(rows: Iterator[tuple[Any, ...]], seeds: dict[str, str | None]) -> Iterator[tuple[Any, ...]]:
+    """``state_meta`` rows of the source, plus the keys a fresh target holds by itself."""
+    keyed = ((row[0], row) for row in rows)
+    for _key, own, seed in merge_by_key(keyed, ((key, (key, value)) for key, value in sorted(seeds.items()))):
+        yield own if own is not None else seed  # type: ignore[misc]
+
+
+def _check_tables(
+    source: Engine,
+    target: Engine,
+    ours: dict[str, TableReader],
+    theirs: dict[str, TableReader],
+    seeds: dict[str, str | None],
+) -> int:
+    """The small tables row by row; returns how many metadata rows the target holds."""
+    meta = list(normalized_rows(target, theirs["state_meta"]))  # a handful of keys
+    difference = first_row_difference(
+        "state_meta",
+        ours["state_meta"],
+        _with_seeds(normalized_rows(source, ours["state_meta"]), seeds),
+        iter(meta),
+    )
+    for table, key_width in SMALL_TABLES:
         if difference:
-            raise CopyMismatch(
-                f"copy does not match ({what}): {difference}; was the source written to during the "
-                "copy? copy again into an empty target"
-            )
-        progress("verify", step, total)
+            break
+        difference = first_row_difference(
+            table,
+            ours[table],
+            normalized_rows(source, ours[table]),
+            normalized_rows(target, theirs[table]),
+            key_width,
+        )
+    if difference:
+        raise _mismatch(difference)
+    return len(meta)
+
+
+def _check_schema(target: Engine, reference: StoreSchema) -> int:
+    found = differences(reference, read_schema(target))
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise CopyMismatch(f"the target's schema differs from a fresh store's: {found[0]}{more}")
+    return len(reference.objects)
+
+
+def _check_search(source: Engine, target: Engine, progress: ProgressFn, step: int, total: int) -> list[str]:
+    """Each sampled word must find, on the target, the message it was taken from."""
+    source_at_head = read_schema_state(source).at_head
     searched: list[str] = []
-    for step, (word, message_id) in enumerate(words, start=4):
-        progress("verify", step, total)
-        on_source, on_target = _hit_ids(source, word), _hit_ids(target, word)
+    for offset, (word, message_id) in enumerate(sample_words(source)):
+        progress("verify", step + offset, total)
+        on_target = _hit_ids(target, word)
+        # Each backend tokenizes some text its own way (FTS5's unicode61 and PostgreSQL's
+        # parser split URLs, paths and underscores differently), and a message out of the
+        # live context is hidden from search: a word is judged only where the source
+        # finds its message too (a source behind head cannot be searched as it is).
+        on_source = _hit_ids(source, word) if source_at_head else {message_id}
         if len(on_source) >= SEARCH_LIMIT or len(on_target) >= SEARCH_LIMIT:
             continue  # too common: each backend may rank a different page of hits first
-        # Each backend tokenizes some text its own way (FTS5's unicode61 and PostgreSQL's
-        # parser split URLs, paths and underscores differently), so the two hit lists may
-        # differ by a few rows; the message the word was taken from must be found on both.
         if message_id in on_source and message_id not in on_target:
             raise CopyMismatch(
-                f"copy does not match: searching {word!r} on the target does not find message "
-                f"{message_id}, which holds it (the source finds {len(on_source)} message(s), "
-                f"the target {len(on_target)}); the target's search indexes are incomplete"
+                f"the target does not match the source: searching {word!r} on the target does not find "
+                f"message {message_id}, which holds it; the target's search indexes are incomplete"
             )
         searched.append(word)
+    return searched
+
+
+def verify_copy(
+    source: Engine, target: Engine, progress: ProgressFn = ignore_progress, *, unfinished: bool = False
+) -> Verification:
+    """Compare every row of ``target`` with ``source`` and the target's schema with a fresh
+    store's; raise :class:`CopyMismatch` naming the first difference.
+
+    A target holding an unfinished copy is refused (:class:`CopyRefused`) unless
+    ``unfinished`` (the copy itself verifying before it drops its bookkeeping).
+    """
+    if not unfinished and inspect_target(target).unfinished:
+        raise CopyRefused(
+            "the target holds an unfinished copy: finish it with hermes-store copy --resume "
+            "(or start it again with --restart) before verifying"
+        )
+    ours, theirs = readers_for(source), readers_for(target)
+    total = 5 + SEARCH_SAMPLES
+    progress("verify", 0, total)
+    sessions, messages = _check_counts(source, target, ours, theirs)
+    progress("verify", 1, total)
+    _check_sessions(source, target, ours, theirs)
+    progress("verify", 2, total)
+    reference = reference_schema(target)
+    meta = _check_tables(source, target, ours, theirs, reference.seed_meta)
+    progress("verify", 3, total)
+    objects = _check_schema(target, reference)
+    progress("verify", 4, total)
+    searched = _check_search(source, target, progress, 5, total)
     progress("verify", total, total)
-    return Verification(int(found[0]), int(found[1]), int(found[2]), tuple(searched))
+    return Verification(sessions, messages, meta, tuple(searched), objects)

@@ -1,54 +1,71 @@
 """Copying a whole store into an empty one on another backend (SQLite ⇄ PostgreSQL).
 
-The copy is exact — ids, timestamps, counters, titles, lineage, metadata — and resumable:
+The copy is exact — ids, timestamps, counters, titles, lineage, metadata, compression
+leases, Telegram topic state — and resumable:
 
-1. The target must hold no session and no message (:class:`CopyRefused` otherwise),
-   unless ``resume`` continues an interrupted copy of the same, unchanged source.
-2. It is brought to head and the copy is recorded in it (with the source's fingerprint);
+1. The source is read as it is (:mod:`hermes_store.admin.copy_source`): opened for
+   reading, never migrated; columns a source behind head lacks take the defaults a
+   migration would give them.
+2. The target must hold no session and no message (:class:`CopyRefused` otherwise),
+   unless ``resume`` continues an interrupted copy of the same, unchanged source, or
+   ``restart`` empties an interrupted copy and starts again.
+3. It is brought to head and the copy is recorded in it (with the source's fingerprint);
    a PostgreSQL target also sets its secondary indexes and foreign keys aside
    (:mod:`hermes_store.admin.copy_target`).
-3. Sessions, parents before children, in committed batches; on resume the sessions the
+4. Sessions, parents before children, in committed batches; on resume the sessions the
    target holds are skipped.
-4. Messages in id order, in committed batches of ``batch_rows``; on resume from the
+5. Messages in id order, in committed batches of ``batch_rows``; on resume from the
    largest id the target holds — every batch before it committed whole, in order, so the
    target holds exactly the source's messages up to that id.
-5. Metadata rows (a handful, replaced by key).
-6. The indexes and constraints set aside are restored, one transaction each; the
-   message id sequence is moved past the largest id; statistics refreshed.
-7. The target is verified against the source (:mod:`hermes_store.admin.copy_verify`),
-   then the copy's record is dropped.
+6. The small tables (compression leases, Telegram topic modes and bindings), each
+   replaced whole in one transaction, and the metadata rows (replaced by key).
+7. Every index, constraint and trigger a fresh store at head has and the target lacks is
+   created (:mod:`hermes_store.admin.copy_schema`); the message id sequence is moved past
+   the largest id; statistics refreshed.
+8. The target is verified against the source, row by row
+   (:mod:`hermes_store.admin.copy_verify`), then the copy's record is dropped.
 
 A copy killed at any point leaves either nothing (it had not recorded itself yet) or a
-record ``resume`` continues from. The source must not be written to during the copy; a
-source that changed since an interrupted copy began is refused on resume.
+record ``resume`` continues from and ``restart`` clears. The source must not be written
+to during the copy; a source that changed since an interrupted copy began is refused on
+resume (``restart`` copies it again from the start).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import orm
+from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
+from hermes_store.admin.copy_schema import reference_schema
+from hermes_store.admin.copy_source import TableReader, check_source, columns_of, stream_rows
 from hermes_store.admin.copy_target import (
     TargetWriter,
-    columns_of,
     inspect_target,
     target_max_message_id,
     target_session_ids,
     writer_for,
 )
 from hermes_store.admin.copy_verify import Verification, verify_copy
-from hermes_store.db.execution import fetch_tuples
+from hermes_store.db.execution import run
 from hermes_store.domain.progress import ProgressFn, ignore_progress
 from hermes_store.errors import CopyRefused
-from hermes_store.schema.migrate import ensure_schema, upgrade
-from hermes_store.schema.models import Message, Session
+from hermes_store.schema.migrate import upgrade
+from hermes_store.schema.models import (
+    CompressionLock,
+    Message,
+    Session,
+    TelegramTopicBinding,
+    TelegramTopicMode,
+)
 
 BATCH_ROWS = 20_000
 """Rows per batch (one ``COPY`` or one ``executemany``, one transaction)."""
+SMALL_TABLES = (CompressionLock, TelegramTopicMode, TelegramTopicBinding)
+"""Tables copied whole in one transaction each, after the sessions they may name."""
 
 
 @dataclass(frozen=True)
@@ -62,47 +79,64 @@ class CopyReport:
     """On resume, the largest message id the target already held (``None``: a fresh copy)."""
     searched: tuple[str, ...] = ()
     """The words searched on both stores by the verification."""
+    restarted: bool = False
+    """An interrupted copy was emptied and the copy started again."""
 
 
-def _quoted(engine: Engine, names: Sequence[str]) -> str:
-    quote = engine.dialect.identifier_preparer.quote
-    return ", ".join(quote(name) for name in names)
-
-
-def source_fingerprint(source: Engine) -> dict[str, Any]:
+def source_fingerprint(source: Engine, readers: dict[str, TableReader]) -> dict[str, Any]:
     """Counts and the id range of the source: what a resumed copy checks is unchanged."""
-    with orm.Session(source) as db:
-        ((sessions, messages, low, high, meta),) = fetch_tuples(
-            db,
-            "SELECT (SELECT COUNT(*) FROM sessions), COUNT(*), MIN(id), MAX(id), "
-            "(SELECT COUNT(*) FROM state_meta) FROM messages",
-        )
-    return {"sessions": sessions, "messages": messages, "min_id": low, "max_id": high, "meta": meta}
+    messages = readers["messages"].table
+    with source.connect() as connection:
+
+        def count(name: str) -> int:
+            if not readers[name].exists:
+                return 0
+            return int(run(connection, select(func.count()).select_from(readers[name].table)).scalar_one())
+
+        low, high = run(connection, select(func.min(messages.c.id), func.max(messages.c.id))).one()
+        return {
+            "sessions": count("sessions"),
+            "messages": count("messages"),
+            "min_id": low,
+            "max_id": high,
+            "meta": count("state_meta"),
+        }
 
 
-def _check_target(target: Engine, fingerprint: dict[str, Any], resume: bool) -> bool:
-    """Whether this copy resumes an interrupted one; raise :class:`CopyRefused` if the
-    target cannot take it."""
+_RESTART_HINT = "run the same copy with --restart to empty the target and copy again"
+
+
+def _check_target(target: Engine, fingerprint: dict[str, Any], resume: bool, restart: bool) -> str:
+    """What this copy does with the target — ``"fresh"``, ``"resume"`` or ``"restart"`` —
+    or :class:`CopyRefused` (one line naming the one command that works)."""
     state = inspect_target(target)
-    if state.fingerprint is not None:
+    if state.unfinished:
+        if restart:
+            return "restart"
         if not resume:
             raise CopyRefused(
                 f"the target holds an interrupted copy ({state.sessions} sessions and {state.messages} "
                 "messages so far): run the same copy with --resume to finish it"
+                + (
+                    ""
+                    if state.fingerprint == fingerprint
+                    else f" (the source has changed since: {_RESTART_HINT})"
+                )
             )
         if state.fingerprint != fingerprint:
             raise CopyRefused(
                 f"the source has changed since the interrupted copy began (then {state.fingerprint}, "
-                f"now {fingerprint}); empty the target and copy again"
+                f"now {fingerprint}); {_RESTART_HINT}"
             )
-        return True
+        return "resume"
     if state.sessions or state.messages:
         raise CopyRefused(
             f"the target already holds {state.sessions} session(s) and {state.messages} message(s); "
             "copy only into an empty store"
             + (" (there is no interrupted copy in it to resume)" if resume else "")
+            + (" (there is no interrupted copy in it to restart)" if restart else "")
         )
-    return False
+    return "fresh"
 
 
 def parents_first(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -140,22 +174,21 @@ def _batches(rows: list[tuple[Any, ...]], size: int) -> Iterator[list[tuple[Any,
         yield rows[start : start + size]
 
 
-def _message_batches(source: Engine, after: int | None, size: int) -> Iterator[list[tuple[Any, ...]]]:
+def _message_batches(
+    source: Engine, reader: TableReader, after: int | None, size: int
+) -> Iterator[list[tuple[Any, ...]]]:
     """Source messages with ids above ``after`` (all when ``None``), in id order, by keyset pages."""
-    columns = _quoted(source, columns_of(Message))
-    with orm.Session(source) as db:
-        while True:
-            where = "" if after is None else "WHERE id > :after "
-            rows = fetch_tuples(
-                db,
-                f"SELECT {columns} FROM messages {where}ORDER BY id LIMIT :size",
-                {"after": after, "size": size} if after is not None else {"size": size},
-                content_keys=("content",),
-            )
-            if not rows:
-                return
-            yield rows
-            after = int(rows[-1][0])
+    table = reader.table
+    while True:
+        statement = select(*reader.columns()).order_by(table.c.id).limit(size)
+        if after is not None:
+            statement = statement.where(table.c.id > after)
+        with source.connect() as connection:
+            rows = [reader.complete(row) for row in run(connection, statement)]
+        if not rows:
+            return
+        yield rows
+        after = int(rows[-1][0])
 
 
 def copy_store(
@@ -164,43 +197,49 @@ def copy_store(
     progress: ProgressFn = ignore_progress,
     *,
     resume: bool = False,
+    restart: bool = False,
     batch_rows: int = BATCH_ROWS,
 ) -> CopyReport:
-    """Copy every session, message and metadata row of ``source`` into the empty ``target``.
+    """Copy every row of the store ``source`` into the empty ``target``.
 
     ``progress`` is called per committed batch for the steps ``sessions``, ``messages``,
-    ``metadata``, ``indexes`` and ``verify``. ``resume=True`` continues an interrupted
-    copy into ``target``. Raises :class:`CopyRefused` for a target that holds rows (or
-    whose interrupted copy came from a source that has changed since),
+    ``tables``, ``metadata``, ``indexes`` and ``verify``. ``resume=True`` continues an
+    interrupted copy into ``target``; ``restart=True`` deletes what an interrupted copy
+    wrote and copies again. The source is only read. Raises :class:`CopyRefused` for a
+    source that cannot be read as it is, for a target that holds rows (or whose
+    interrupted copy came from a source that has changed since),
     :class:`CopyMismatch` if the verification finds a difference, and
     ``TypeError``/``ValueError`` for content the target cannot hold (for example
     ``bytes`` content, which PostgreSQL's text column cannot store).
     """
     if batch_rows < 1:
         raise ValueError("batch_rows must be at least 1")
-    ensure_schema(source)
-    fingerprint = source_fingerprint(source)
+    if resume and restart:
+        raise ValueError("give resume or restart, not both")
+    readers = check_source(source)
+    fingerprint = source_fingerprint(source, readers)
     with writer_for(target) as writer:
-        resuming = _check_target(target, fingerprint, resume)
-        if not resuming:
-            upgrade(target)
-            writer.start(fingerprint)
-        _copy_sessions(source, target, writer, progress, batch_rows, resuming)
+        mode = _check_target(target, fingerprint, resume, restart)
+        upgrade(target)
+        reference = reference_schema(target)
+        if mode == "restart":
+            writer.empty(reference.seed_meta)
+        if mode != "resume":
+            writer.start(fingerprint, reference)
+        resuming = mode == "resume"
+        _copy_sessions(source, readers["sessions"], target, writer, progress, batch_rows, resuming)
         resumed_after = target_max_message_id(target) if resuming else None
-        done = _copied_before(source, resumed_after)
-        total = int(fingerprint["messages"])
-        progress("messages", done, total)
-        for rows in _message_batches(source, resumed_after, batch_rows):
-            writer.write(Message, rows)
-            done += len(rows)
-            progress("messages", done, total)
-        with orm.Session(source) as db:
-            meta = fetch_tuples(db, "SELECT key, value FROM state_meta ORDER BY key")
+        _copy_messages(source, readers["messages"], writer, progress, batch_rows, resumed_after, fingerprint)
+        for model in SMALL_TABLES:
+            rows = stream_rows(source, readers[model.__tablename__])
+            copied = writer.replace(model, rows)
+            progress("tables", copied, copied)
+        meta = list(stream_rows(source, readers["state_meta"]))
         writer.upsert_meta(meta)
         progress("metadata", len(meta), len(meta))
-        writer.restore(writer.pending(), progress)
+        writer.finish_schema(reference, progress)
         writer.complete()
-        verification: Verification = verify_copy(source, target, progress)
+        verification: Verification = verify_copy(source, target, progress, unfinished=True)
         writer.forget()
     return CopyReport(
         verification.sessions,
@@ -208,27 +247,46 @@ def copy_store(
         verification.meta,
         resumed_after=resumed_after,
         searched=verification.searched,
+        restarted=mode == "restart",
     )
 
 
-def _copied_before(source: Engine, after: int | None) -> int:
+def _copy_messages(
+    source: Engine,
+    reader: TableReader,
+    writer: TargetWriter,
+    progress: ProgressFn,
+    batch_rows: int,
+    resumed_after: int | None,
+    fingerprint: dict[str, Any],
+) -> None:
+    done = _copied_before(source, reader, resumed_after)
+    total = int(fingerprint["messages"])
+    progress("messages", done, total)
+    for rows in _message_batches(source, reader, resumed_after, batch_rows):
+        writer.write(Message, rows)
+        done += len(rows)
+        progress("messages", done, total)
+
+
+def _copied_before(source: Engine, reader: TableReader, after: int | None) -> int:
     if after is None:
         return 0
-    with orm.Session(source) as db:
-        ((count,),) = fetch_tuples(db, "SELECT COUNT(*) FROM messages WHERE id <= :after", {"after": after})
-    return int(count)
+    table = reader.table
+    with source.connect() as connection:
+        return int(run(connection, select(func.count()).where(table.c.id <= after)).scalar_one())
 
 
 def _copy_sessions(
     source: Engine,
+    reader: TableReader,
     target: Engine,
     writer: TargetWriter,
     progress: ProgressFn,
     batch_rows: int,
     resuming: bool,
 ) -> None:
-    with orm.Session(source) as db:
-        rows = fetch_tuples(db, f"SELECT {_quoted(source, columns_of(Session))} FROM sessions")
+    rows = list(stream_rows(source, reader))
     ordered = parents_first(rows)
     present = target_session_ids(target) if resuming else set()
     missing = [row for row in ordered if row[0] not in present]

@@ -1,4 +1,5 @@
-"""``export`` and ``import``: sessions out as JSON, JSONL or Markdown, and JSONL back in."""
+"""``export`` and ``import`` (sessions out as JSON, JSONL or Markdown, and JSONL back in),
+``copy`` (a whole store onto another backend) and ``verify`` (that a copy is exact)."""
 
 from __future__ import annotations
 
@@ -135,6 +136,11 @@ def import_(target: StoreTarget, file: str, skip_existing: bool, batch_size: int
 @click.argument("target_url", metavar="TARGET_URL")
 @click.option("--resume", is_flag=True, help="Continue an interrupted copy into TARGET_URL.")
 @click.option(
+    "--restart",
+    is_flag=True,
+    help="Delete what an interrupted copy wrote into TARGET_URL and copy again from the start.",
+)
+@click.option(
     "--batch-size",
     type=click.IntRange(1),
     default=BATCH_ROWS,
@@ -142,22 +148,31 @@ def import_(target: StoreTarget, file: str, skip_existing: bool, batch_size: int
     help="Rows per batch (one COPY or insert, one transaction).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
-def copy(source_url: str, target_url: str, resume: bool, batch_size: int, as_json: bool) -> None:
+def copy(
+    source_url: str, target_url: str, resume: bool, restart: bool, batch_size: int, as_json: bool
+) -> None:
     """Copy a whole store into an empty one (SQLite ⇄ PostgreSQL), then verify it.
 
-    SOURCE_URL and TARGET_URL are SQLAlchemy URLs or SQLite paths. A PostgreSQL target is
-    loaded with COPY in committed batches; --resume continues a copy that was
-    interrupted. A target that already holds sessions or messages is refused.
+    SOURCE_URL and TARGET_URL are SQLAlchemy URLs or SQLite paths. The source is only
+    read, at the schema revision it is at (never migrated). A PostgreSQL target is loaded
+    with COPY in committed batches; --resume continues a copy that was interrupted,
+    --restart empties it and starts again. A target that already holds sessions or
+    messages (and no interrupted copy) is refused. The copy ends with the checks of
+    'hermes-store verify'.
     """
     from hermes_store.admin.transfer import copy_store
     from hermes_store.db.engine import create_engine
 
-    source = create_engine(source_url)
+    if resume and restart:
+        raise click.UsageError("give --resume or --restart, not both")
+    source = create_engine(source_url, prepare=False)
     target = create_engine(target_url, prepare=True)
     started = time.perf_counter()
     try:
         with step_progress() as progress:
-            report = copy_store(source, target, progress, resume=resume, batch_rows=batch_size)
+            report = copy_store(
+                source, target, progress, resume=resume, restart=restart, batch_rows=batch_size
+            )
     finally:
         source.dispose()
         target.dispose()
@@ -170,6 +185,7 @@ def copy(source_url: str, target_url: str, resume: bool, batch_size: int, as_jso
                 "messages": report.messages,
                 "meta": report.meta,
                 "resumed_after_message_id": report.resumed_after,
+                "restarted": report.restarted,
                 "verified_searches": list(report.searched),
                 "seconds": round(seconds, 3),
                 "messages_per_second": round(rate, 1),
@@ -177,11 +193,59 @@ def copy(source_url: str, target_url: str, resume: bool, batch_size: int, as_jso
         )
         return
     resumed = "" if report.resumed_after is None else f" (resumed after message {report.resumed_after})"
+    if report.restarted:
+        resumed = " (restarted)"
     console().print(
         f"Copied {fmt_int(report.sessions)} session(s), {fmt_int(report.messages)} message(s) and "
         f"{fmt_int(report.meta)} metadata row(s) in {seconds:.1f} s ({fmt_int(rate)} messages/s){resumed}; "
-        f"verified counts, per-session counters and {len(report.searched)} search(es)"
+        "verified every row, the schema and "
+        f"{len(report.searched)} search(es)"
     )
 
 
-COMMANDS: Sequence[click.Command] = (export, import_, copy)
+@click.command("verify")
+@click.argument("source_url", metavar="SOURCE_URL")
+@click.argument("target_url", metavar="TARGET_URL")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
+def verify(source_url: str, target_url: str, as_json: bool) -> None:
+    """Check that TARGET_URL holds exactly what SOURCE_URL holds (both only read).
+
+    Compares every row of every table (sessions and messages by per-session digests,
+    naming the first differing table, key and column), every index, constraint and
+    trigger of the target with a fresh store's at its revision, and a few searches.
+    Exit status 1 at the first difference.
+    """
+    from hermes_store.admin.copy_verify import verify_copy
+    from hermes_store.db.engine import create_engine
+
+    source = create_engine(source_url, prepare=False)
+    target = create_engine(target_url, prepare=False)
+    started = time.perf_counter()
+    try:
+        with step_progress() as progress:
+            result = verify_copy(source, target, progress)
+    finally:
+        source.dispose()
+        target.dispose()
+    seconds = time.perf_counter() - started
+    if as_json:
+        echo_json(
+            {
+                "sessions": result.sessions,
+                "messages": result.messages,
+                "meta": result.meta,
+                "schema_objects": result.schema_objects,
+                "verified_searches": list(result.searched),
+                "seconds": round(seconds, 3),
+            }
+        )
+        return
+    console().print(
+        f"Verified {fmt_int(result.sessions)} session(s), {fmt_int(result.messages)} message(s) and "
+        f"{fmt_int(result.meta)} metadata row(s): every row matches; {result.schema_objects} indexes, "
+        f"constraints and triggers match a fresh store's; {len(result.searched)} search(es) found "
+        f"their messages ({seconds:.1f} s)"
+    )
+
+
+COMMANDS: Sequence[click.Command] = (export, import_, copy, verify)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import Result
-from copy_support import assert_same_store, fill_store
+from copy_support import assert_same_store, fill_head_extras, fill_store, make_old_store
 
 from hermes_store.admin.transfer import copy_store, parents_first
 from hermes_store.db.engine import create_engine
@@ -33,7 +33,8 @@ def test_copy_into_an_empty_sqlite_file_is_exact_and_searchable(
 ) -> None:
     target = tmp_path / "copy.db"
     summary = json.loads(invoke("copy", str(seeded_db), str(target), "--json", raw=True).output)
-    assert (summary["sessions"], summary["messages"], summary["meta"]) == (8, 17, 0)
+    # state_meta: the topic-schema key every store at head holds (the seeded file has none).
+    assert (summary["sessions"], summary["messages"], summary["meta"]) == (8, 17, 1)
     assert summary["resumed_after_message_id"] is None
     assert summary["verified_searches"]
     assert_same_store(create_engine(seeded_db), create_engine(target))
@@ -130,3 +131,101 @@ def test_verification_finds_a_target_whose_search_index_lacks_rows(tmp_path: Pat
         connection.execute("DELETE FROM messages_fts WHERE rowid = ?", (message_id,))
     with pytest.raises(CopyMismatch, match="search indexes are incomplete"):
         verify_copy(source, target, ignore_progress)
+
+
+def _revision(path: Path) -> str:
+    with closing(sqlite3.connect(path)) as connection:
+        return str(connection.execute("SELECT version_num FROM alembic_version").fetchone()[0])
+
+
+def test_a_source_behind_head_is_read_as_it_is_and_never_migrated(invoke: Invoke, tmp_path: Path) -> None:
+    source, target = tmp_path / "old.db", tmp_path / "copy.db"
+    make_old_store(source, "0009")
+    before = source.read_bytes()
+    summary = json.loads(invoke("copy", str(source), str(target), "--json", raw=True).output)
+    assert (summary["sessions"], summary["messages"]) == (2, 4)
+    assert _revision(source) == "0009"
+    assert source.read_bytes() == before
+    with closing(sqlite3.connect(target)) as connection:
+        # Columns the source lacks hold what a migration would have given them.
+        assert connection.execute(
+            "SELECT api_call_count, rewind_count, archived, session_key FROM sessions WHERE id = 'old-root'"
+        ).fetchone() == (4, 0, 0, None)
+        assert connection.execute(
+            "SELECT observed, active, compacted, platform_message_id, codex_message_items FROM messages "
+            "WHERE id = 2"
+        ).fetchone() == (0, 1, 0, None, '[{"type": "x"}]')
+        # The source's metadata, and the key every store at head holds by itself.
+        assert dict(connection.execute("SELECT key, value FROM state_meta")) == {
+            "last_auto_prune": "99.5",
+            "telegram_dm_topic_schema_version": "2",
+        }
+    invoke("verify", str(source), str(target), raw=True)
+    assert _revision(source) == "0009"
+    hits = json.loads(invoke("search", "meadow", "--json", db=target).output)
+    assert [hit["id"] for hit in hits] == [3]
+
+
+def test_a_source_newer_than_this_release_is_refused_in_one_line(invoke: Invoke, tmp_path: Path) -> None:
+    source = tmp_path / "newer.db"
+    fill_store(source, 1, 1)
+    with closing(sqlite3.connect(source)) as connection, connection:
+        connection.execute("UPDATE alembic_version SET version_num = '9999'")
+    result = invoke("copy", str(source), str(tmp_path / "copy.db"), status=1, raw=True)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1
+    assert "the source is at schema revision 9999, newer than this hermes-store" in lines[0]
+
+
+def test_every_table_and_column_of_head_is_copied(tmp_path: Path) -> None:
+    source_path, target_path = tmp_path / "source.db", tmp_path / "target.db"
+    fill_store(source_path, 4, 5)
+    fill_head_extras(source_path)
+    source, target = create_engine(source_path), create_engine(target_path)
+    copy_store(source, target, batch_rows=7)
+    assert_same_store(source, target)
+    with closing(sqlite3.connect(target_path)) as connection:
+        assert connection.execute("SELECT COUNT(*) FROM telegram_dm_topic_bindings").fetchone() == (1,)
+
+
+def test_restart_empties_an_interrupted_copy_of_a_source_that_changed(invoke: Invoke, tmp_path: Path) -> None:
+    source_path, target_path = tmp_path / "source.db", tmp_path / "target.db"
+    fill_store(source_path, 6, 10)
+    fill_head_extras(source_path)
+    source, target = create_engine(source_path), create_engine(target_path)
+
+    def stop(step: str, done: int, total: int | None) -> None:
+        if step == "messages" and done >= 20:
+            raise _Interrupt
+
+    with pytest.raises(_Interrupt):
+        copy_store(source, target, stop, batch_rows=10)
+    with closing(sqlite3.connect(source_path)) as connection, connection:
+        connection.execute("DELETE FROM messages WHERE id = 60")
+        connection.execute("UPDATE compression_locks SET holder = 'worker-2'")
+    plain = invoke("copy", str(source_path), str(target_path), status=1, raw=True).output.strip()
+    assert plain.splitlines() == [plain]
+    assert "--resume" in plain and "--restart" in plain
+    resumed = invoke(
+        "copy", str(source_path), str(target_path), "--resume", status=1, raw=True
+    ).output.strip()
+    assert resumed.startswith("Error: the source has changed since the interrupted copy began")
+    assert resumed.endswith("run the same copy with --restart to empty the target and copy again")
+    summary = json.loads(
+        invoke("copy", str(source_path), str(target_path), "--restart", "--json", raw=True).output
+    )
+    assert (summary["messages"], summary["restarted"]) == (59, True)
+    assert_same_store(source, target)
+    assert "hermes_copy_state" not in _tables(target_path)
+
+
+def test_restart_never_empties_a_store_that_is_not_an_interrupted_copy(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    source, target = tmp_path / "source.db", tmp_path / "target.db"
+    fill_store(source, 1, 1)
+    fill_store(target, 2, 1)
+    result = invoke("copy", str(source), str(target), "--restart", status=1, raw=True)
+    assert "there is no interrupted copy in it to restart" in result.output
+    with closing(sqlite3.connect(target)) as connection:
+        assert connection.execute("SELECT COUNT(*) FROM sessions").fetchone() == (2,)
