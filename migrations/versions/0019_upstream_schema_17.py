@@ -259,20 +259,21 @@ def _tag_delegate_children() -> None:
 # --- SQLite --------------------------------------------------------------------------------
 
 
-def _sqlite_tables(
-    *, bindings_name: str = "telegram_dm_topic_bindings", if_not_exists: bool = True
-) -> list[str]:
-    """Upstream's DDL of the new tables, as SQLite takes it."""
-    float8 = FLOAT8["sqlite"]
-    shape = {"pk": "PRIMARY KEY", "pk_constraint": "", "float8": float8}
-    bindings = TOPIC_BINDINGS.format(
+def _sqlite_bindings(name: str = "telegram_dm_topic_bindings", *, if_not_exists: bool = True) -> str:
+    """Upstream's bindings table (second shape) as SQLite takes it, under ``name``."""
+    return TOPIC_BINDINGS.format(
         if_not_exists="IF NOT EXISTS " if if_not_exists else "",
-        name=bindings_name,
+        name=name,
         fk="",
         pk="",
-        float8=float8,
+        float8=FLOAT8["sqlite"],
     )
-    return [COMPRESSION_LOCKS.format(**shape), TOPIC_MODE.format(**shape), bindings]
+
+
+def _sqlite_tables() -> list[str]:
+    """Upstream's DDL of the new tables, as SQLite takes it."""
+    shape = {"pk": "PRIMARY KEY", "pk_constraint": "", "float8": FLOAT8["sqlite"]}
+    return [COMPRESSION_LOCKS.format(**shape), TOPIC_MODE.format(**shape), _sqlite_bindings()]
 
 
 def _bindings_lack_cascade() -> bool:
@@ -293,10 +294,9 @@ def _rebuild_bindings_with_cascade() -> None:
     ).scalar()
     if dangling:
         log.warning("dropping %d Telegram topic binding(s) whose session no longer exists", dangling)
-    (create,) = _sqlite_tables(bindings_name="telegram_dm_topic_bindings_rebuilt", if_not_exists=False)[2:]
     execute_all(
         [
-            create,
+            _sqlite_bindings("telegram_dm_topic_bindings_rebuilt", if_not_exists=False),
             f"INSERT INTO telegram_dm_topic_bindings_rebuilt ({BINDING_COLUMNS}) "
             f"SELECT {BINDING_COLUMNS} FROM telegram_dm_topic_bindings "
             "WHERE session_id IN (SELECT id FROM sessions)",
