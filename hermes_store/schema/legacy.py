@@ -1,10 +1,13 @@
 """Upstream's integer schema versions and how they map onto Alembic revisions.
 
-Revision ``000N`` is upstream schema version N for N ≤ 11. A legacy database (upstream's
+Revision ``000N`` is upstream schema version N for N ≤ 11; revision ``0019`` brings
+whatever upstream's versions 12–17 added. A legacy database (upstream's
 ``schema_version`` table, no ``alembic_version``) is adopted by stamping it at the
 highest revision whose objects it really has — which can be lower than the number it
-claims, because upstream databases are ragged — so that the revisions above fill in
-whatever is missing.
+claims, because upstream databases are ragged, and is at most ``0011`` — so that the
+revisions above fill in whatever is missing. Its ``schema_version`` is left as it is until
+the upgrade ends at 17 (an upgrade never records a lower number: upstream would redo its
+data fixes), and revision 0019 reads it to know which of them are still due.
 """
 
 from __future__ import annotations
