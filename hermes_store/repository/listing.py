@@ -136,47 +136,57 @@ def rich_rows(db: Bind, listing: ListingFilter, limit: int, offset: int) -> list
 
 @dataclass(frozen=True)
 class ChainMatch:
-    """Text a listing ordered by last activity may require somewhere in each row's
+    """Text a listing ordered by last activity may require of a row or of a session of its
     compression chain (empty: no requirement)."""
 
     id_query: str = ""
-    """A substring of the id of some session of the chain (any case)."""
+    """A substring of the id (any case)."""
     search_query: str = ""
-    """A substring of the title or id of some session of the chain (any case); a title
-    also matches with ``-``, ``_``, ``.`` and spaces left out of both."""
+    """A substring of the title or id (any case); a title also matches with ``-``, ``_``,
+    ``.`` and spaces left out of both."""
 
-    def where(self, db: Bind) -> tuple[str, dict[str, Any]]:
-        """SQL on ``s`` (and the ``chain`` CTE) with its parameters; ``1 = 1`` if empty."""
+    def where(self) -> tuple[str, dict[str, Any]]:
+        """SQL on ``s`` (and the ``chain`` CTE) with its parameters; ``1 = 1`` if empty.
+
+        Each test is made of the row itself, or of the set of chain roots that have a
+        matching session: a semi-join, which the planner runs once for the whole
+        statement rather than once per row."""
         clauses = ["1 = 1"]
         params: dict[str, Any] = {}
         id_needle = self.id_query.strip().lower()
         search_needle = self.search_query.strip().lower()
         if id_needle:
-            clauses.append(
-                "EXISTS (SELECT 1 FROM chain cq WHERE cq.root_id = s.id "
-                "AND LOWER(cq.id) LIKE :id_needle ESCAPE '\\')"
-            )
             params["id_needle"] = f"%{escape_like(id_needle)}%"
+            clauses.append(
+                f"({_ID_MATCHES.format(a='s')} OR s.id IN "
+                f"(SELECT cq.root_id FROM chain cq WHERE {_ID_MATCHES.format(a='cq')}))"
+            )
         if search_needle:
-            matches = [
-                "LOWER(COALESCE(cs.title, '')) LIKE :search_needle ESCAPE '\\'",
-                "LOWER(cq.id) LIKE :search_needle ESCAPE '\\'",
-            ]
             params["search_needle"] = f"%{escape_like(search_needle)}%"
             compact_needle = re.sub(r"[\W_]+", "", search_needle)
             if compact_needle:
-                matches.append(f"{_COMPACT_TITLE} LIKE :compact_needle ESCAPE '\\'")
                 params["compact_needle"] = f"%{escape_like(compact_needle)}%"
+
+            def text_matches(alias: str) -> str:
+                tests = [_TITLE_MATCHES.format(a=alias), _SEARCH_ID_MATCHES.format(a=alias)]
+                if compact_needle:
+                    tests.append(_COMPACT_TITLE_MATCHES.format(a=alias))
+                return f"({' OR '.join(tests)})"
+
             clauses.append(
-                "EXISTS (SELECT 1 FROM chain cq JOIN sessions cs ON cs.id = cq.id "
-                f"WHERE cq.root_id = s.id AND ({' OR '.join(matches)}))"
+                f"({text_matches('s')} OR s.id IN (SELECT cq.root_id FROM chain cq "
+                f"JOIN sessions cs ON cs.id = cq.id WHERE {text_matches('cs')}))"
             )
         return " AND ".join(clauses), params
 
 
+_ID_MATCHES = "LOWER({a}.id) LIKE :id_needle ESCAPE '\\'"
+_SEARCH_ID_MATCHES = "LOWER({a}.id) LIKE :search_needle ESCAPE '\\'"
+_TITLE_MATCHES = "LOWER(COALESCE({a}.title, '')) LIKE :search_needle ESCAPE '\\'"
 # A title lower-cased with the punctuation people type inconsistently left out.
-_COMPACT_TITLE = (
-    "REPLACE(REPLACE(REPLACE(REPLACE(LOWER(COALESCE(cs.title, '')), '-', ''), '_', ''), '.', ''), ' ', '')"
+_COMPACT_TITLE_MATCHES = (
+    "REPLACE(REPLACE(REPLACE(REPLACE(LOWER(COALESCE({a}.title, '')), '-', ''), '_', ''), '.', ''), ' ', '')"
+    " LIKE :compact_needle ESCAPE '\\'"
 )
 
 
@@ -185,13 +195,18 @@ def rich_rows_by_last_active(
 ) -> list[dict[str, Any]]:
     """Like :func:`rich_rows`, ordered by the latest activity anywhere in each row's
     compression chain (so a conversation continued after compression sorts by its tip),
-    keeping only rows whose chain satisfies ``match``."""
+    keeping only rows that satisfy ``match``.
+
+    Only a row that ended by compression has a chain to walk; every other row's activity
+    is its own. So the recursive walk starts from those rows alone, and the preview is
+    built for the page only.
+    """
     condition, params = listing.where(db)
-    matching, match_params = (match or ChainMatch()).where(db)
+    matching, match_params = (match or ChainMatch()).where()
     preview, preview_params = _preview_sql(db)
     sql = f"""
     WITH RECURSIVE chain(root_id, id, depth) AS (
-        SELECT s.id, s.id, 0 FROM sessions s WHERE {condition}
+        SELECT s.id, s.id, 0 FROM sessions s WHERE {condition} AND s.end_reason = 'compression'
         UNION ALL
         SELECT chain.root_id, c.id, chain.depth + 1
         FROM chain
@@ -200,18 +215,23 @@ def rich_rows_by_last_active(
         WHERE p.end_reason = 'compression' AND {markers.continues_chain(db, "c")}
           AND chain.depth < {MAX_DEPTH}
     ),
-    effective AS (
+    chain_active AS (
         SELECT chain.root_id, MAX(COALESCE(
             (SELECT MAX(m.timestamp) FROM messages m WHERE m.session_id = chain.id),
             (SELECT cs.started_at FROM sessions cs WHERE cs.id = chain.id)
         )) AS active_at
         FROM chain GROUP BY chain.root_id
+    ),
+    page AS (
+        SELECT {_S_COLUMNS}, COALESCE(ca.active_at, {_LAST_ACTIVE}) AS active_at
+        FROM sessions s LEFT JOIN chain_active ca ON ca.root_id = s.id
+        WHERE {condition} AND {matching}
+        ORDER BY active_at DESC, s.started_at DESC, s.id DESC
+        LIMIT :limit OFFSET :offset
     )
     SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active
-    FROM sessions s JOIN effective e ON e.root_id = s.id
-    WHERE {matching}
-    ORDER BY e.active_at DESC, s.started_at DESC, s.id DESC
-    LIMIT :limit OFFSET :offset
+    FROM page s
+    ORDER BY s.active_at DESC, s.started_at DESC, s.id DESC
     """
     params |= {**match_params, **preview_params, "limit": limit, "offset": offset}
     return fetch_dicts(db, sql, params, content_keys=("preview",))

@@ -30,10 +30,15 @@ def has_marker(db: Bind, alias: str, key: str) -> str:
     column = f"{alias}.model_config"
     if backend_for(db).name == "postgresql":
         # Whitespace as JSON allows it, then anything but the start of "null".
-        # COALESCE: a NULL column must test false, not NULL (NOT NULL is NULL too).
-        return f"(COALESCE({column}, '') ~ '\"{key}\"\\s*:\\s*[^\\sn]')"
+        # strpos first (a plain substring search, several times cheaper than the regular
+        # expression): most rows never reach the expression. ELSE false, not NULL, so
+        # that NOT of the test is true for a NULL column.
+        return (
+            f"(CASE WHEN strpos({column}, '\"{key}\"') > 0 "
+            f"THEN {column} ~ '\"{key}\"\\s*:\\s*[^\\sn]' ELSE false END)"
+        )
     # CASE fixes the order: json_extract never sees text json_valid rejected, and rows
-    # that do not mention the key are never parsed at all.
+    # that do not mention the key are never parsed at all. The test is never NULL.
     return (
         f"(CASE WHEN instr({column}, '\"{key}\"') > 0 AND json_valid({column}) "
         f"THEN json_extract({column}, '$.{key}') END IS NOT NULL)"
