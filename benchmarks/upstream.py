@@ -94,12 +94,14 @@ def store_test_folder(commit: str = HEAD_COMMIT) -> Path | None:
     # tests/__init__.py too: without it, tests/hermes_state/ would be found as the
     # namespace package ``hermes_state`` instead of the drop-in.
     wanted = ("tests/__init__.py", *STORE_TEST_FILES, *HELPER_MODULES)
-    texts = {path: upstream_file(path, commit) for path in wanted}
-    if any(text is None for text in texts.values()):
-        return None
+    texts: dict[str, str] = {}
+    for path in wanted:
+        text = upstream_file(path, commit)
+        if text is None:
+            return None  # the reason is on stderr, once
+        texts[path] = text
     folder = Path(tempfile.mkdtemp(prefix="hermes-upstream-tests-"))
     for name, text in {**_STANDINS, **texts, "pytest.ini": "[pytest]\n"}.items():
-        assert text is not None
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
     return folder

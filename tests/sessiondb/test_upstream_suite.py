@@ -160,3 +160,12 @@ def test_every_deselected_upstream_test_is_documented() -> None:
     documentation = (REPO_ROOT / "docs" / "upstream.md").read_text(encoding="utf-8")
     undocumented = [node for node in DESELECTED if node.split("::")[-1] not in documentation]
     assert not undocumented, f"docs/upstream.md does not list: {undocumented}"
+
+
+def test_without_the_mirror_there_is_no_folder_and_one_line_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reader = bench_upstream()
+    reader.MIRROR = tmp_path / "no-mirror-here"
+    assert reader.store_test_folder() is None
+    assert capsys.readouterr().err.strip() == f"upstream skipped: no Hermes mirror at {reader.MIRROR}"
