@@ -29,6 +29,7 @@ from hermes_store.api.session_db import SessionDB, WritePlan, raise_for_caller
 from hermes_store.db.async_engine import create_async_engine
 from hermes_store.db.engine import adopt_engine, parse_url, sqlite_path
 from hermes_store.db.memory import names_memory
+from hermes_store.domain.progress import ProgressFn
 from hermes_store.repository import lineage
 from hermes_store.uow.async_bridge import run_in_greenlet
 from hermes_store.uow.async_unit_of_work import AsyncUnitOfWork
@@ -343,9 +344,13 @@ class AsyncSessionDB:
         older_than_days: float = 90,
         source: str | None = None,
         sessions_dir: str | os.PathLike[str] | None = None,
+        *,
+        progress: ProgressFn | None = None,
     ) -> int:
         """Awaitable :meth:`SessionDB.prune_sessions`."""
-        return await self._call(SessionDB.prune_sessions, older_than_days, source, sessions_dir)
+        return await self._call(
+            SessionDB.prune_sessions, older_than_days, source, sessions_dir, progress=progress
+        )
 
     async def reopen_session(self, session_id: str) -> None:
         """Awaitable :meth:`SessionDB.reopen_session`."""

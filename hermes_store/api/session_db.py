@@ -45,6 +45,7 @@ from hermes_store.db.engine import (
 from hermes_store.db.execution import Bind
 from hermes_store.db.memory import is_shared_memory, names_memory, shared_memory_url
 from hermes_store.domain import codec
+from hermes_store.domain.progress import ProgressFn
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, sanitize_title
 from hermes_store.domain.transcripts import remove_transcripts
 from hermes_store.domain.validation import optional_int, optional_str, require_count, require_str
@@ -297,6 +298,9 @@ class SessionDB(
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("this SessionDB is closed")
+
+    def _step_aside(self, seconds: float) -> None:
+        self._uow._pause(seconds)
 
     # --- static helpers --------------------------------------------------------------
 
@@ -846,16 +850,31 @@ class SessionDB(
         older_than_days: float = 90,
         source: str | None = None,
         sessions_dir: str | os.PathLike[str] | None = None,
+        *,
+        progress: ProgressFn | None = None,
     ) -> int:
         """Delete ended sessions started more than ``older_than_days`` ago; returns how many.
 
         Live sessions are never pruned; archived ones are. Children of pruned sessions,
-        delegate sub-agents included, are detached. Runs in batches, each its own
-        transaction (see :class:`~hermes_store.api.features.hygiene.HygieneMethods`).
+        delegate sub-agents included, are detached. Runs in short batches (at most
+        :data:`~hermes_store.repository.sessions.MESSAGES_PER_BATCH` messages), each its
+        own transaction with a pause after it, so that agents writing meanwhile wait
+        milliseconds, never the whole prune; each session goes whole with its messages,
+        so a prune that is interrupted leaves only whole sessions and is finished by
+        running it again. ``progress`` (a :data:`~hermes_store.domain.progress.ProgressFn`)
+        is told ``("pruning sessions", done, total)`` after each batch.
         """
         cutoff = time.time() - older_than_days * 86400
+        report: Callable[[int], None] | None = None
+        if progress is not None:
+            total, _messages = self._query(lambda db: sessions.count_prunable(db, cutoff, source))
+            progress("pruning sessions", 0, total)
+
+            def report(done: int) -> None:
+                progress("pruning sessions", done, max(done, total))
+
         pruned = self._sweep_in_batches(
-            lambda db: sessions.prune_batch(db, cutoff, source), "pruning sessions", sessions_dir
+            lambda db: sessions.prune_batch(db, cutoff, source), "pruning sessions", sessions_dir, report
         )
         return len(pruned)
 

@@ -28,6 +28,7 @@ from hermes_store.cli.output import (
     fmt_size,
     fmt_time,
     progress_bar,
+    step_progress,
 )
 from hermes_store.cli.target import StoreTarget, pass_target
 from hermes_store.db.backends import backend_for
@@ -147,6 +148,8 @@ def prune(
     """Delete ended sessions older than DAYS, with their messages.
 
     Live sessions are never pruned; children of pruned sessions are kept and detached.
+    The prune runs in short batches while agents keep writing, with a progress line on a
+    terminal; interrupted, it leaves whole sessions only, and running it again finishes it.
     """
     with target.session_db() as db:
         if dry_run:
@@ -169,7 +172,8 @@ def prune(
             if len(ids) > 20:
                 out.print(Text(f"  … and {len(ids) - 20} more", style="dim"))
             return
-        count = db.prune_sessions(days, source=source, sessions_dir=sessions_dir)
+        with step_progress() as report:
+            count = db.prune_sessions(days, source=source, sessions_dir=sessions_dir, progress=report)
     if as_json:
         echo_json({"dry_run": False, "count": count})
         return

@@ -336,6 +336,11 @@ DELETE_BATCH = 500
 """Sessions deleted per statement, and per transaction where a sweep runs in batches:
 bounded, so that no statement meets a driver's parameter limit and no sweep holds the
 write lock for long."""
+MESSAGES_PER_BATCH = 2_000
+"""The most messages a prune batch deletes (by the sessions' counters), unless one session
+alone has more: a session always goes whole, with its messages, in one transaction. On
+SQLite each deleted message also costs its two full-text index entries; 2,000 messages
+keep a batch, and so the wait of every other writer, to a few tens of milliseconds."""
 
 
 def delete_sessions(db: Bind, ids: Sequence[str]) -> None:
@@ -372,13 +377,14 @@ def delete_one(db: Bind, session_id: str) -> list[str]:
 
 
 def prune_batch(db: Bind, cutoff: float, source: str | None) -> list[str]:
-    """Delete up to :data:`DELETE_BATCH` ended sessions started before ``cutoff`` (of
-    ``source``), detaching their children; returns their ids.
+    """Delete the oldest ended sessions started before ``cutoff`` (of ``source``), at most
+    :data:`DELETE_BATCH` of them holding at most :data:`MESSAGES_PER_BATCH` messages (or
+    the one oldest, however many it holds), detaching their children; returns their ids.
 
     Delegates are not cascaded: a pruned session's sub-agents are ended sessions of
     their own and go by their own start time.
     """
-    ids = prunable_ids(db, cutoff, source, limit=DELETE_BATCH)
+    ids = prunable_ids(db, cutoff, source, limit=DELETE_BATCH, message_budget=MESSAGES_PER_BATCH)
     delete_sessions(db, ids)
     return ids
 
@@ -391,12 +397,43 @@ def delete_ghosts(db: Bind, cutoff: float) -> list[str]:
     return ids
 
 
-def prunable_ids(db: Bind, cutoff: float, source: str | None, limit: int | None = None) -> list[str]:
-    """Ended sessions started before ``cutoff`` (optionally of one source), oldest first."""
-    query = select(Session.id).where(Session.started_at < cutoff, Session.ended_at.is_not(None))
+def prunable_ids(
+    db: Bind,
+    cutoff: float,
+    source: str | None,
+    limit: int | None = None,
+    message_budget: int | None = None,
+) -> list[str]:
+    """Ended sessions started before ``cutoff`` (optionally of one source), oldest first:
+    at most ``limit``, and, with a ``message_budget``, only as many as hold that many
+    messages in all by their counters (always at least the first)."""
+    query = select(Session.id, func.coalesce(Session.message_count, 0)).where(
+        Session.started_at < cutoff, Session.ended_at.is_not(None)
+    )
     if source:
         query = query.where(Session.source == source)
-    return list(run(db, query.order_by(Session.started_at, Session.id).limit(limit)).scalars())
+    rows = run(db, query.order_by(Session.started_at, Session.id).limit(limit)).all()
+    if message_budget is None:
+        return [row[0] for row in rows]
+    chosen: list[str] = []
+    held = 0
+    for session_id, count in rows:
+        held += count
+        if chosen and held > message_budget:
+            break
+        chosen.append(session_id)
+    return chosen
+
+
+def count_prunable(db: Bind, cutoff: float, source: str | None) -> tuple[int, int]:
+    """How many sessions :func:`prunable_ids` would give, and the messages they hold."""
+    query = select(func.count(), func.coalesce(func.sum(Session.message_count), 0)).where(
+        Session.started_at < cutoff, Session.ended_at.is_not(None)
+    )
+    if source:
+        query = query.where(Session.source == source)
+    sessions_, messages_ = run(db, query).one()
+    return int(sessions_), int(messages_)
 
 
 def ghost_ids(db: Bind, cutoff: float, limit: int | None = None) -> list[str]:

@@ -35,6 +35,11 @@ class FacadeBase:
     def _check_open(self) -> None:
         raise NotImplementedError
 
+    def _step_aside(self, seconds: float) -> None:
+        """Wait ``seconds`` between the transactions of a long job, the way the store's
+        retries wait (on the asyncio face: without blocking the event loop)."""
+        raise NotImplementedError
+
     @classmethod
     def _encode_content(cls, content: Any) -> Any:
         raise NotImplementedError

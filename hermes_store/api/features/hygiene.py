@@ -17,6 +17,12 @@ from hermes_store.repository import sessions as session_rows
 
 SessionsDir = str | os.PathLike[str] | None
 
+BATCH_PAUSE_MIN_S = 0.005
+BATCH_PAUSE_MAX_S = 0.05
+"""Bounds of a sweep's pause between batches (it pauses as long as the batch took):
+long enough for a writer polling SQLite's lock to find it free, short enough that a
+sweep of a million messages is not made slower by much."""
+
 
 class HygieneMethods(FacadeBase):
     """Bulk and clean-up deletes (the dashboard's "delete selected" and "delete empty",
@@ -103,16 +109,31 @@ class HygieneMethods(FacadeBase):
         )
 
     def _sweep_in_batches(
-        self, delete_batch: Callable[[Connection], list[str]], operation: str, sessions_dir: SessionsDir
+        self,
+        delete_batch: Callable[[Connection], list[str]],
+        operation: str,
+        sessions_dir: SessionsDir,
+        progress: Callable[[int], None] | None = None,
     ) -> list[str]:
-        """Run ``delete_batch`` (deletes at most ``DELETE_BATCH`` sessions, returns their
-        ids), one transaction each, until a batch comes back short; the ids deleted."""
+        """Run ``delete_batch`` (deletes a bounded batch of sessions, returns their ids),
+        one transaction each, until a batch finds nothing left; the ids deleted.
+
+        Between batches the sweep steps aside for a moment (:data:`BATCH_PAUSE_MIN_S`, or
+        as long as the batch took, up to :data:`BATCH_PAUSE_MAX_S`), so that the writers
+        that queued behind a batch — this process's threads, or other processes polling
+        SQLite's lock — get their turn before the next one. ``progress`` is told the
+        number of sessions deleted so far after each batch."""
         removed: list[str] = []
         try:
             while True:
+                started = time.perf_counter()
                 batch = self._write(delete_batch, operation)
-                removed += batch
-                if len(batch) < session_rows.DELETE_BATCH:
+                if not batch:
                     return removed
+                removed += batch
+                if progress is not None:
+                    progress(len(removed))
+                took = time.perf_counter() - started
+                self._step_aside(min(BATCH_PAUSE_MAX_S, max(BATCH_PAUSE_MIN_S, took)))
         finally:
             remove_transcripts(sessions_dir, removed)
