@@ -229,3 +229,29 @@ def test_restart_never_empties_a_store_that_is_not_an_interrupted_copy(
     assert "there is no interrupted copy in it to restart" in result.output
     with closing(sqlite3.connect(target)) as connection:
         assert connection.execute("SELECT COUNT(*) FROM sessions").fetchone() == (2,)
+
+
+def test_a_legacy_upstream_file_is_copied_as_it_is(invoke: Invoke, legacy_v5: Path, tmp_path: Path) -> None:
+    target = tmp_path / "copy.db"
+    before = legacy_v5.read_bytes()
+    invoke("copy", str(legacy_v5), str(target), raw=True)
+    invoke("verify", str(legacy_v5), str(target), raw=True)
+    assert legacy_v5.read_bytes() == before
+    assert "alembic_version" not in _tables(legacy_v5)
+
+
+def test_a_legacy_file_with_duplicate_titles_is_refused_in_one_line(invoke: Invoke, tmp_path: Path) -> None:
+    from legacy_db import build_legacy_db, populate
+
+    legacy = tmp_path / "legacy3.db"  # titles, before upstream made them unique
+    build_legacy_db(legacy, 3)
+    populate(legacy)
+    with closing(sqlite3.connect(legacy)) as connection, connection:
+        connection.execute("UPDATE sessions SET title = 'Same'")
+    before = legacy.read_bytes()
+    result = invoke("copy", str(legacy), str(tmp_path / "copy.db"), status=1, raw=True)
+    assert result.output.strip().splitlines() == [
+        "Error: the source holds session title 'Same' more than once, which the target's unique title "
+        "index refuses; rename the duplicates in the source first"
+    ]
+    assert legacy.read_bytes() == before

@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from copy_support import assert_same_store, fill_store
+from copy_support import assert_same_store, fill_head_extras, fill_store
 
 import hermes_store
 from hermes_store import SessionDB
@@ -190,3 +192,198 @@ def _catalog_of_a_fresh_store(url: sa.URL) -> list[str]:
         with admin.connect() as connection:
             connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
+
+
+def test_the_shipped_postgresql_catalog_is_what_a_fresh_store_has(pg_url: str) -> None:
+    from hermes_store.admin import postgresql_head_schema as shipped
+    from hermes_store.admin.copy_schema import SchemaObject, read_schema
+
+    hermes_store.upgrade(pg_url)
+    engine = create_engine(pg_url, prepare=False)
+    try:
+        fresh = read_schema(engine)
+    finally:
+        engine.dispose()
+    assert fresh.revision == shipped.REVISION
+    expected = sorted(SchemaObject(*row) for row in shipped.OBJECTS)
+    # Retake with: python -m hermes_store.admin.copy_schema URL > hermes_store/admin/postgresql_head_schema.py
+    assert sorted(fresh.objects.values()) == expected
+    assert [item.create for item in sorted(fresh.objects.values())] == [item.create for item in expected]
+    assert fresh.seed_meta == shipped.SEED_META
+
+
+def _stop_after_messages(count: int) -> Any:
+    class Interrupt(Exception):
+        pass
+
+    def progress(step: str, done: int, total: int | None) -> None:
+        if step == "messages" and done >= count:
+            raise Interrupt
+
+    return Interrupt, progress
+
+
+def test_a_copy_whose_bookkeeping_was_dropped_still_ends_with_every_index(
+    pg_url: str, tmp_path: Path
+) -> None:
+    source = tmp_path / "source.db"
+    fill_store(source, 6, 10)
+    fill_head_extras(source)
+    interrupt, progress = _stop_after_messages(20)
+    with pytest.raises(interrupt):
+        copy_store(create_engine(source), create_engine(pg_url), progress, batch_rows=10)
+    # The load had set the secondary indexes and foreign keys aside; the operator removes
+    # the bookkeeping and the rows by hand and copies again.
+    engine = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
+    with engine.begin() as connection:
+        assert connection.exec_driver_sql("SELECT to_regclass('idx_messages_session')").scalar() is None
+        connection.exec_driver_sql("DROP TABLE hermes_copy_state")
+        connection.exec_driver_sql(
+            "TRUNCATE messages, sessions, telegram_dm_topic_bindings, compression_locks"
+        )
+    engine.dispose()
+    copy_store(create_engine(source), create_engine(pg_url), batch_rows=10)
+    assert_same_store(create_engine(source), create_engine(pg_url))
+    assert _catalog(pg_url) == _catalog_of_a_fresh_store(sa.make_url(pg_url))
+
+
+@pytest.mark.serial
+def test_sigkill_then_a_changed_source_then_restart_gives_the_whole_schema(
+    pg_url: str, tmp_path: Path
+) -> None:
+    source = tmp_path / "source.db"
+    fill_store(source, 30, 40)
+    fill_head_extras(source)
+    _kill_after_three_batches(source, pg_url)
+    with closing(sqlite3.connect(source)) as connection, connection:
+        connection.execute("DELETE FROM messages WHERE id = 1000")
+        connection.execute("UPDATE sessions SET title = 'Renamed' WHERE id = 's00003'")
+    with pytest.raises(CopyRefused) as plain:
+        copy_store(create_engine(source), create_engine(pg_url))
+    assert "run the same copy with --resume" in str(plain.value) and "--restart" in str(plain.value)
+    with pytest.raises(CopyRefused) as resumed:
+        copy_store(create_engine(source), create_engine(pg_url), resume=True)
+    assert str(resumed.value).startswith("the source has changed since the interrupted copy began")
+    assert str(resumed.value).endswith("run the same copy with --restart to empty the target and copy again")
+    report = copy_store(create_engine(source), create_engine(pg_url), restart=True, batch_rows=200)
+    assert (report.restarted, report.messages) == (True, 1199)
+    assert_same_store(create_engine(source), create_engine(pg_url))
+    assert _scalar(pg_url, "SELECT to_regclass('hermes_copy_state') IS NULL") is True
+    assert _catalog(pg_url) == _catalog_of_a_fresh_store(sa.make_url(pg_url))
+
+
+def _environment() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items() if key != "HERMES_STORE_URL"}
+
+
+def _kill_after_three_batches(source: Path, url: str) -> None:
+    """Start ``hermes-store copy`` in a subprocess and SIGKILL it once three batches of
+    messages are committed in the target (polled, never after a sleep)."""
+    copying = subprocess.Popen(
+        _copy_command(source, url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environment()
+    )
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    committed = 0
+    deadline = time.monotonic() + 120
+    try:
+        while committed < 3 * 20 and time.monotonic() < deadline and copying.poll() is None:
+            with engine.connect() as connection:
+                if connection.exec_driver_sql("SELECT to_regclass('messages')").scalar():
+                    committed = int(connection.exec_driver_sql("SELECT COUNT(*) FROM messages").scalar_one())
+        copying.send_signal(signal.SIGKILL)
+        copying.communicate(timeout=30)
+    finally:
+        engine.dispose()
+    assert copying.returncode == -signal.SIGKILL
+
+
+def test_verify_against_postgresql_names_corrupted_content_and_schema(pg_url: str, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from hermes_store.cli import cli
+
+    source = tmp_path / "source.db"
+    fill_store(source, 4, 10)
+    fill_head_extras(source)
+    copy_store(create_engine(source), create_engine(pg_url))
+    runner = CliRunner()
+
+    def verify() -> str:
+        result = runner.invoke(cli, ["verify", str(source), pg_url])
+        return f"{result.exit_code} {result.output.strip()}"
+
+    assert verify().startswith("0 Verified 4 session(s), 40 message(s)")
+    # (corruption, what verify names, undo)
+    cases = [
+        (
+            # JSON content: each backend marks it with its own sentinel; values are compared decoded.
+            "UPDATE messages SET content = replace(content, 'picture', 'drawing') WHERE id = 6",
+            "messages 6 column content",
+            "UPDATE messages SET content = replace(content, 'drawing', 'picture') WHERE id = 6",
+        ),
+        (
+            "UPDATE messages SET role = 'tool' WHERE id = 9",
+            "messages 9 column role: source 'user', target 'tool'",
+            "UPDATE messages SET role = 'user' WHERE id = 9",
+        ),
+        (
+            "UPDATE sessions SET title = 'Changed' WHERE id = 's00001'",
+            "sessions 's00001' column title: source 'Title 1', target 'Changed'",
+            "UPDATE sessions SET title = 'Title 1' WHERE id = 's00001'",
+        ),
+        (
+            "UPDATE state_meta SET value = '1' WHERE key = 'last_auto_prune'",
+            "state_meta 'last_auto_prune' column value: source '123.5', target '1'",
+            "UPDATE state_meta SET value = '123.5' WHERE key = 'last_auto_prune'",
+        ),
+        (
+            "DROP INDEX idx_messages_trgm",
+            "index idx_messages_trgm on messages is missing from the target",
+            _index_statement("idx_messages_trgm"),
+        ),
+        (
+            "ALTER TABLE messages DROP CONSTRAINT fk_messages_session_id_sessions",
+            "constraint fk_messages_session_id_sessions on messages is missing from the target",
+            "ALTER TABLE messages ADD CONSTRAINT fk_messages_session_id_sessions "
+            "FOREIGN KEY (session_id) REFERENCES sessions(id)",
+        ),
+    ]
+    engine = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
+    try:
+        for corruption, named, undo in cases:
+            with engine.begin() as connection:
+                connection.exec_driver_sql(corruption)
+            found = verify()
+            assert found.startswith("1 Error: the target") and named in found, (corruption, found)
+            with engine.begin() as connection:
+                connection.exec_driver_sql(undo)
+        assert verify().startswith("0 Verified")
+    finally:
+        engine.dispose()
+
+
+def _index_statement(name: str) -> str:
+    from hermes_store.admin import postgresql_head_schema as shipped
+
+    (statement,) = [row[4] for row in shipped.OBJECTS if row[1] == name]
+    assert statement is not None
+    return statement
+
+
+def test_copy_postgresql_to_sqlite_carries_every_table_and_verifies_both_ways(
+    pg_url: str, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from hermes_store.cli import cli
+
+    source, back = tmp_path / "source.db", tmp_path / "back.db"
+    fill_store(source, 5, 8)
+    fill_head_extras(source)
+    copy_store(create_engine(source), create_engine(pg_url), batch_rows=9)
+    copy_store(create_engine(pg_url), create_engine(back), batch_rows=9)
+    assert_same_store(create_engine(source), create_engine(back))
+    runner = CliRunner()
+    for pair in ((pg_url, str(back)), (str(back), pg_url), (str(source), pg_url)):
+        result = runner.invoke(cli, ["verify", *pair])
+        assert result.exit_code == 0, result.output
