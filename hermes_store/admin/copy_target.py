@@ -305,6 +305,12 @@ class InsertWriter:
         self.uow.write(lambda db: STATE_TABLE.drop(db.connection(), checkfirst=True), "finishing the copy")
 
 
+_COLUMN_TYPES = """
+    SELECT a.attname, t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+    WHERE a.attrelid = CAST(:table AS regclass) AND a.attnum > 0 AND NOT a.attisdropped
+"""
+
+
 class PostgresCopyWriter:
     """``COPY … FROM STDIN`` in committed batches on one connection (PostgreSQL targets)."""
 
@@ -316,7 +322,7 @@ class PostgresCopyWriter:
         self.engine = engine
         self.connection = engine.connect()
         self._content = backend_for(engine).content_bind_processor()
-        self._statements: dict[str, str] = {}
+        self._statements: dict[str, tuple[str, list[str]]] = {}
         self._lock()
 
     def __enter__(self) -> PostgresCopyWriter:
@@ -378,13 +384,20 @@ class PostgresCopyWriter:
         with self.connection.begin():
             _empty(self.connection, keep_meta)
 
-    def _statement(self, model: type[Base]) -> str:
+    def _statement(self, model: type[Base]) -> tuple[str, list[str]]:
+        """The model's ``COPY`` statement, and its column types when :attr:`binary`."""
         table = model.__tablename__
         if table not in self._statements:
             names = columns_of(model)
-            self._statements[table] = (
-                f"COPY {self._quote(table)} ({', '.join(self._quote(n) for n in names)}) FROM STDIN"
-            )
+            statement = f"COPY {self._quote(table)} ({', '.join(self._quote(n) for n in names)}) FROM STDIN"
+            types: list[str] = []
+            if self.binary:
+                with self.connection.begin():
+                    catalog = run(self.connection, text(_COLUMN_TYPES), {"table": table})
+                    found = {str(n): str(t) for n, t in catalog}
+                types = [found[name] for name in names]
+                statement += " (FORMAT BINARY)"
+            self._statements[table] = (statement, types)
         return self._statements[table]
 
     def _storable(self, model: type[Base], rows: Iterable[Sequence[Any]]) -> Iterable[Sequence[Any]]:
@@ -396,14 +409,16 @@ class PostgresCopyWriter:
 
     def write(self, model: type[Base], rows: Sequence[Sequence[Any]]) -> None:
         """One ``COPY`` of the batch in its own transaction."""
+        statement, types = self._statement(model)
         with self.connection.begin():
-            copy_rows(self.connection, self._statement(model), self._storable(model, rows))
+            copy_rows(self.connection, statement, self._storable(model, rows), types=types)
 
     def replace(self, model: type[Base], rows: Iterable[Sequence[Any]]) -> int:
         """Delete the table's rows and ``COPY`` ``rows`` in, in one transaction."""
+        statement, types = self._statement(model)
         with self.connection.begin():
             run(self.connection, delete(model))
-            return copy_rows(self.connection, self._statement(model), self._storable(model, rows))
+            return copy_rows(self.connection, statement, self._storable(model, rows), types=types)
 
     def upsert_meta(self, rows: Sequence[Sequence[Any]]) -> None:
         """Insert or replace every metadata row (a handful: no COPY needed)."""
