@@ -29,7 +29,9 @@ class FtsMaintenanceMethods(FacadeBase):
     _ASYNC_WRITES: ClassVar[tuple[str, ...]] = ("optimize_fts", "vacuum")
 
     _OPTIMIZE_EVERY_N_WRITES: ClassVar[int] = 1000
-    """Writes between two automatic segment merges (upstream Hermes' cadence)."""
+    """Upstream Hermes' cadence of automatic segment merges, in writes; Hermes' drop-in
+    (``hermes_state.SessionDB``) merges on it, this store's own face merges when asked
+    (:meth:`optimize_fts`, :meth:`vacuum`)."""
 
     def optimize_fts(self) -> int:
         """Merge each SQLite FTS5 index into a single segment; returns how many were merged.
