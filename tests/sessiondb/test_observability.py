@@ -145,6 +145,7 @@ CALLS: dict[str, Callable[[SessionDB], object]] = {
         session_id="tip"
     ),
     "is_telegram_topic_mode_enabled": lambda db: db.is_telegram_topic_mode_enabled(chat_id=1, user_id=3),
+    "list_cron_job_runs": lambda db: db.list_cron_job_runs("nightly"),
     "list_pending_handoffs": lambda db: db.list_pending_handoffs(),
     "list_sessions_rich": lambda db: db.list_sessions_rich(),
     "list_telegram_topic_bindings_for_chat": lambda db: db.list_telegram_topic_bindings_for_chat(chat_id=1),
@@ -179,8 +180,10 @@ CALLS: dict[str, Callable[[SessionDB], object]] = {
         db.search_messages("logs", source_filter=["cli"], role_filter=["user"]),
     ),
     "search_sessions": lambda db: db.search_sessions(),
+    "search_sessions_by_id": lambda db: db.search_sessions_by_id("ro"),
     "session_count": lambda db: db.session_count(),
     "set_meta": lambda db: db.set_meta("k", "w"),
+    "set_session_archived": lambda db: db.set_session_archived("root", True),
     "set_session_title": lambda db: db.set_session_title("tip", "logs #2"),
     "try_acquire_compression_lock": lambda db: db.try_acquire_compression_lock("tip", "me"),
     "update_system_prompt": lambda db: db.update_system_prompt("tip", "be brief"),
