@@ -52,7 +52,7 @@ from hermes_store.admin.copy_target import (
 from hermes_store.admin.copy_verify import Verification, verify_copy
 from hermes_store.db.execution import run
 from hermes_store.domain.progress import ProgressFn, ignore_progress
-from hermes_store.errors import CopyRefused
+from hermes_store.errors import CopyMismatch, CopyRefused
 from hermes_store.schema.migrate import upgrade
 from hermes_store.schema.models import (
     CompressionLock,
@@ -239,7 +239,7 @@ def copy_store(
         progress("metadata", len(meta), len(meta))
         writer.finish_schema(reference, progress)
         writer.complete()
-        verification: Verification = verify_copy(source, target, progress, unfinished=True)
+        verification = _verified(source, target, progress)
         writer.forget()
     return CopyReport(
         verification.sessions,
@@ -249,6 +249,17 @@ def copy_store(
         searched=verification.searched,
         restarted=mode == "restart",
     )
+
+
+def _verified(source: Engine, target: Engine, progress: ProgressFn) -> Verification:
+    """The copy's verification; a difference keeps the bookkeeping, so it names ``--restart``."""
+    try:
+        return verify_copy(source, target, progress, unfinished=True)
+    except CopyMismatch as exc:
+        raise CopyMismatch(
+            f"{exc}; was the source written to during the copy? run the same copy with --restart "
+            "to copy it again"
+        ) from exc
 
 
 def _copy_messages(

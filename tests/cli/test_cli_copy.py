@@ -255,3 +255,28 @@ def test_a_legacy_file_with_duplicate_titles_is_refused_in_one_line(invoke: Invo
         "index refuses; rename the duplicates in the source first"
     ]
     assert legacy.read_bytes() == before
+
+
+def test_a_source_written_to_during_the_copy_fails_verification_and_restart_copies_it_again(
+    tmp_path: Path,
+) -> None:
+    from hermes_store.errors import CopyMismatch
+
+    source_path, target_path = tmp_path / "source.db", tmp_path / "target.db"
+    fill_store(source_path, 3, 4)
+    source, target = create_engine(source_path), create_engine(target_path)
+
+    def write_to_the_source(step: str, done: int, total: int | None) -> None:
+        if step == "verify" and done == 0:
+            with closing(sqlite3.connect(source_path)) as connection, connection:
+                connection.execute("UPDATE sessions SET title = 'Late' WHERE id = 's00002'")
+
+    with pytest.raises(CopyMismatch) as failed:
+        copy_store(source, target, write_to_the_source)
+    assert str(failed.value) == (
+        "the target does not match the source: sessions 's00002' column title: source 'Late', target None; "
+        "was the source written to during the copy? run the same copy with --restart to copy it again"
+    )
+    assert "hermes_copy_state" in _tables(target_path)
+    assert copy_store(source, target, restart=True).restarted
+    assert_same_store(source, target)
