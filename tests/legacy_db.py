@@ -111,7 +111,7 @@ _INDEXED_TEXT = (
 
 
 def _inline_fts(table: str, tokenize: str | None) -> tuple[str, ...]:
-    """The v11 FTS shape (upstream-behaviour §2.3/§2.4): inline, one ``content`` column."""
+    """The v11 FTS shape: inline, one ``content`` column."""
     options = "    content" + (f",\n    tokenize='{tokenize}'" if tokenize else "")
     insert = f"""INSERT INTO {table}(rowid, content) VALUES (
         new.id,

@@ -141,7 +141,7 @@ UPSTREAM_SANITIZER_ROWS = [
     ("P2.2 OR simulate.p2", '"P2.2" OR "simulate.p2"'),
     ("foo.bar*", '"foo.bar"*'),
     ('"a" "b', '"a"  b'),
-    # Upstream-behaviour §8.1 prose: lower-case operators at the ends count too.
+    # As upstream's sanitiser describes: lower-case operators at the ends count too.
     ("hello and", "hello"),
     ("__init__", '"__init__"'),
 ]

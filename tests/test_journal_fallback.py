@@ -1,4 +1,4 @@
-"""Contract §4.7: where WAL cannot be enabled the store falls back to DELETE, with a warning.
+"""Where WAL cannot be enabled the store falls back to DELETE, with a warning.
 
 SQLite's ``unix-dotfile`` VFS has no shared-memory support, so it refuses WAL exactly as
 a network file system does; opening through it exercises the fallback for real.

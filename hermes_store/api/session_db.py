@@ -1,8 +1,8 @@
 """``SessionDB``: upstream Hermes' session-store API over hermes_store's layers.
 
-A drop-in replacement for ``hermes_state.SessionDB`` (schema version 11): the same
+A drop-in replacement for ``hermes_state.SessionDB`` (schema version 17): the same
 methods, parameters, defaults, return shapes (plain dicts) and errors, with the
-improvements listed in the contract (§4). The facade holds no SQL: it translates the
+improvements described in docs/upstream.md. The facade holds no SQL: it translates the
 dict API onto the repositories and runs each write through the unit of work.
 """
 

@@ -3,7 +3,7 @@
 The head revision is never written down anywhere else: it is whichever script no other
 script names as its ``down_revision``. Adding a revision file is the whole edit. Opening
 an up-to-date store compares the database's revision with this head, so reading the
-history must stay cheap (contract §3: no Alembic import on that path): each script's
+history must stay cheap (no Alembic import on that path, which every open takes): each script's
 ``revision``/``down_revision``/``schema_version`` assignments are found with a regular
 expression, once per script directory per process.
 

@@ -1,4 +1,4 @@
-"""Issue 11, defect 5: Alembic's batch mode must never rebuild ``messages`` (its FTS triggers).
+"""Alembic's batch mode must never rebuild ``messages`` (its FTS triggers).
 
 Autogenerate renders changes to ``messages`` without ``batch_alter_table``; a hand-written
 revision that rebuilds the table anyway is rolled back with a reason.

@@ -1,4 +1,4 @@
-"""Issue 11, defect 4: the head revision comes from the scripts; adding one is the whole edit.
+"""The head revision comes from the scripts; adding one is the whole edit.
 
 A copy of the shipped migrations gets one more revision (an index on ``messages``);
 nothing else is edited. Stores are pointed at the copy with ``ensure_schema(…,

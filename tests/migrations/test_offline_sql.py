@@ -1,4 +1,4 @@
-"""Offline migrations are runnable (issue 10, item 4).
+"""Offline migrations are runnable.
 
 ``alembic -x url=… upgrade head --sql`` from an empty database runs cleanly under
 ``sqlite3 -bail`` and ``psql -v ON_ERROR_STOP=1`` and leaves exactly the schema an online

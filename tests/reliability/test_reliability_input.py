@@ -396,7 +396,7 @@ def test_pathologically_nested_content_is_refused_cleanly(store: SessionDB, watc
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        # Upstream stores top-level numbers as text (the column's TEXT affinity), §6.
+        # Upstream stores top-level numbers as text (the column's TEXT affinity).
         (5, "5"),
         (-(2**63), str(-(2**63))),
         (True, "1"),

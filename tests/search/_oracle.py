@@ -274,7 +274,7 @@ def build_corpus(size: int = 3000) -> list[list[dict[str, Any]]]:
 
 
 def indexed_text(content: str | None, tool_name: str | None, tool_calls: str | None) -> str:
-    """The text both backends index for one stored message (upstream-behaviour §2.5)."""
+    """The text both backends index for one stored message (as upstream's triggers build it)."""
     return f"{content or ''} {tool_name or ''} {tool_calls or ''}"
 
 

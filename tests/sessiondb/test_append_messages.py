@@ -1,4 +1,4 @@
-"""``append_messages``: a turn's messages in one transaction (issue 21), on both APIs and backends.
+"""``append_messages``: a turn's messages in one transaction, on both APIs and backends.
 
 The yardstick is ``append_message`` called once per entry: the same rows (every column but
 the timestamp), the same ids in order, the same counters — and all or nothing.

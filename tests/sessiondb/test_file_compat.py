@@ -1,4 +1,4 @@
-"""One state.db, two programs (contract §2), the other being upstream Hermes at schema 11.
+"""One state.db, two programs, the other being upstream Hermes at schema 11.
 
 (a) a v11 file written with plain sqlite3 the way upstream Hermes writes reads correctly
     through SessionDB (which brings it to schema 17);
@@ -541,7 +541,7 @@ RAW_JSON_COLUMNS = ("reasoning_details", "codex_reasoning_items", "codex_message
 
 def comparable_messages(messages):
     # These columns come back as raw JSON text, which ours writes as UTF-8 and upstream
-    # ASCII-escapes (contract §4.3): compare what they decode to.
+    # ASCII-escapes: compare what they decode to.
     return [
         {k: (json.loads(v) if k in RAW_JSON_COLUMNS and v else v) for k, v in m.items() if k != "timestamp"}
         for m in messages
@@ -619,7 +619,7 @@ def test_both_programs_write_the_same_way(tmp_path, open_db, upstream_db):
         for mine, their in zip(ours.list_sessions_rich(), theirs_listed, strict=True)
     ] == theirs_listed
     for query in ("kubernetes", "Continue", "web_search"):
-        # Snippets of tool-call rows differ by the JSON encoding (§4.3); compare the rest.
+        # Snippets of tool-call rows differ by the JSON encoding; compare the rest.
         mine = [(h["id"], h["role"], h["tool_name"], h["context"]) for h in ours.search_messages(query)]
         theirs = [(h["id"], h["role"], h["tool_name"], h["context"]) for h in upstream.search_messages(query)]
         assert mine == theirs, query

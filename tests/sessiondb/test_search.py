@@ -29,7 +29,7 @@ def hit_ids(hits):
     return [hit["id"] for hit in hits]
 
 
-# --- the sanitiser, upstream's example table (upstream-behaviour §8.1) -----------------------------
+# --- the sanitiser, upstream's example table ---------------------------------------------------
 
 SANITIZER_TABLE = UPSTREAM_SANITIZER_ROWS
 
@@ -39,9 +39,9 @@ def test_sanitizer_keeps_upstream_output(query, expected):
     assert SessionDB._sanitize_fts5_query(query) == expected
 
 
-# Inputs whose upstream output FTS5 rejects (so upstream silently returned []): contract §4.2
-# requires them neutralised so that a message containing the words is found. The first four
-# are the contract's list; "a-b-" and "user_id=5" are further rows of the same table whose
+# Inputs whose upstream output FTS5 rejects (so upstream silently returned []): we
+# neutralise them so that a message containing the words is found. The first four
+# are the classic ones; "a-b-" and "user_id=5" are further rows of the same table whose
 # upstream outputs ('"a-b"-', '"user_id"=5') are FTS5 syntax errors too.
 REPAIRED_QUERIES = [
     ("foo:bar", "please set foo:bar in the config"),
@@ -228,7 +228,7 @@ def test_none_query_returns_empty(db, corpus):
     ids=["ideographic-full-stops", "wave-dash", "corner-brackets"],
 )
 def test_cjk_punctuation_only_queries_are_searched_as_cjk(db, query, content):
-    # U+3000–U+303F is one of the CJK ranges (upstream-behaviour §8.2): such a query goes
+    # U+3000–U+303F is one of upstream's CJK ranges: such a query goes
     # to the trigram index or the substring scan, which index punctuation too.
     db.create_session("s", "cli")
     db.append_message("s", "user", "plain text without it")
@@ -570,7 +570,7 @@ def test_indexed_text_is_content_tool_name_and_tool_calls(db, make_session, raw)
         assert raw.one(f"SELECT content FROM {table} WHERE rowid = ?", (bare,)) == "  "
 
 
-# --- mixed scripts, symbols and emoji (contract §4.1, docs/search.md, issue 14) ----------------------
+# --- mixed scripts, symbols and emoji (docs/search.md) ------------------------------------------
 
 ISSUE_14_MESSAGES = [
     "怎么用docker部署这个服务",

@@ -1,4 +1,4 @@
-"""CJK detection: upstream's ranges plus the ones contract §4.10 adds."""
+"""CJK detection: upstream's ranges plus the ones hermes_store adds."""
 
 from __future__ import annotations
 

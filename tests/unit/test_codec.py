@@ -231,7 +231,7 @@ def test_content_text_for_context(value: object, text: str) -> None:
     ],
 )
 def test_preview_text(stored: object, preview: str) -> None:
-    """Contract §4.11: a multimodal first message previews as its text, not ""."""
+    """A multimodal first message previews as its text, not "" as upstream's did."""
     assert preview_text(stored) == preview
 
 

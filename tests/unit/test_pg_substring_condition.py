@@ -42,7 +42,7 @@ def _indexed(condition: str, params: dict[str, object], term: str) -> bool:
     [
         # Beside a CJK gram condition a Latin term's ILIKE is only checked, whatever its
         # length; its regular expression is left to pg_trgm. (Measured at 1M messages,
-        # stop 27: with `chung`'s ILIKE indexed, pg_trgm estimated 1 row for 38,421
+        # with `chung`'s ILIKE indexed, pg_trgm estimated 1 row for 38,421
         # candidates and the planner read them all, 1.3 s; with the regex alone the
         # estimate is sane and the planner intersects pg_trgm with the gram index.)
         ("word 这个", "word", False),

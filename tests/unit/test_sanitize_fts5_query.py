@@ -1,7 +1,7 @@
 """The FTS5 query sanitiser: upstream's outputs where FTS5 accepts them, never a syntax error.
 
-Every row of upstream-behaviour §8.1 is pinned here. The rows whose upstream output FTS5
-rejects (contract §4.2 names four of them) are pinned to our repaired output, and a real
+Every row of upstream's sanitiser example table is pinned here. The rows whose upstream output FTS5
+rejects (so upstream's search returned []) are pinned to our repaired output, and a real
 FTS5 table checks both that the output parses and that the message is found.
 """
 
@@ -15,14 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-# Upstream-behaviour §8.1, rows whose upstream output FTS5 accepts: kept byte for byte.
+# Upstream's example table, rows whose upstream output FTS5 accepts: kept byte for byte.
 from support import UPSTREAM_SANITIZER_ROWS as UPSTREAM_ROWS
 
 from hermes_store.search.sanitize import MAX_FTS5_QUERY_CHARS, sanitize_fts5_query
 
 # Rows whose upstream output FTS5 rejects: (query, upstream output, our output, a message
-# the query must find). The first four are contract §4.2. Upstream's outputs for "a-b-"
-# and "user_id=5" are FTS5 syntax errors too, so they are repaired the same way.
+# the query must find). Upstream's outputs for "a-b-" and "user_id=5" are FTS5 syntax errors
+# too, so they are repaired the same way.
 REPAIRED_ROWS = [
     ("-foo", "-foo", '"-foo"', "foo bar"),
     ("hello - world", "hello - world", "hello world", "hello world"),
@@ -109,7 +109,7 @@ def test_upstream_rows_parse_in_fts5(query: str, expected: str) -> None:
 def test_repaired_rows_parse_and_find_the_message(
     query: str, upstream: str, expected: str, document: str
 ) -> None:
-    """Contract §4.2: upstream's output raises inside FTS5, so its search returned []."""
+    """Upstream's output raises inside FTS5, so its search returned []; ours parses and finds."""
     connection = _fts_table(document, "unrelated text")
     with pytest.raises(sqlite3.OperationalError):
         _matches(connection, upstream)

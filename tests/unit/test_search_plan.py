@@ -1,4 +1,4 @@
-"""Search routing (upstream-behaviour §8.2, contract §4.1 and §4.10).
+"""Search routing: upstream's choice of word or substring search, with the wider CJK ranges.
 
 The plans are also run against real in-memory FTS5 tables, word and trigram, shaped like
 the store's, to show that each MATCH expression parses and each LIKE plan finds what it
@@ -134,7 +134,7 @@ def test_plan_search(query: str, plan: SearchPlan) -> None:
 @pytest.mark.parametrize(
     ("query", "found"),
     [
-        ("你好 世界", [1, 2]),  # contract §4.1: upstream found nothing
+        ("你好 世界", [1, 2]),  # upstream found nothing
         ("记忆 断裂", [4, 6]),
         ("你好", [1, 2, 3]),
         ("记忆断裂", [4, 6]),
