@@ -3,9 +3,9 @@
     python -m benchmarks.bench_search_upstream [--sessions 10000] [--rounds 10]
         [--upstream-commit HEAD_COMMIT] [--sort newest]
 
-Issue 20 asks that SQLite stay as it was: its answers, its schema and its speed, every
-search kind at most upstream Hermes' time on the same store. This benchmark checks that
-directly:
+On SQLite the store must stay what upstream is: the same answers, the same schema, and
+every search kind at most upstream Hermes' time on the same store. This benchmark checks
+that directly:
 
 1. The seeded workload (:mod:`benchmarks.datasets`) is generated into a source file and
    copied into a hermes_store SQLite file (``--sessions`` sessions of 20 messages; the
@@ -15,7 +15,7 @@ directly:
    drop-in follows, extracted from the mirror at run time by
    :mod:`benchmarks.upstream`), the plain-sqlite3 baseline
    (:mod:`benchmarks.baseline_sqlite`) and hermes_store's ``SessionDB``.
-3. Every search kind of issue 20 (:func:`benchmarks.bench_pg_scale.query_sets`: words from
+3. Every search kind (:func:`benchmarks.bench_pg_scale.query_sets`: words from
    "the" to rare ones, two words, phrases, prefixes, 3- and 2-character CJK, a word with a
    source filter, a Latin word beside a 2-character CJK term) is timed query by query,
    the sides in rotating order, each query ``--rounds`` times per side. ``--sort`` passes
@@ -24,7 +24,7 @@ directly:
 
 Prints, per kind, each side's p50 / p99 and hermes_store's p50 over upstream's, and how many
 queries gave upstream's hit set (upstream finds nothing for a Latin word beside short CJK
-text, contract §4.1, so that kind differs by design). The load average is printed before
+text, which hermes_store finds: that kind differs by design). The load average is printed before
 and after: a figure taken on a loaded machine is not a result. Without the mirror the
 upstream column is skipped with a message.
 """
@@ -49,7 +49,7 @@ FILTER_SOURCE = "telegram"
 
 
 def search_kinds(seed: int, sort: str | None = None) -> dict[str, tuple[list[str], dict[str, Any]]]:
-    """Issue 20's search kinds: each kind's queries and the keyword arguments they run with
+    """The search kinds: each kind's queries and the keyword arguments they run with
     (``sort`` among them when given)."""
     sets = query_sets(seed)
     common: dict[str, Any] = {} if sort is None else {"sort": sort}

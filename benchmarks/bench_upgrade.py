@@ -1,4 +1,6 @@
-"""Upgrading a version-9 legacy upstream database to head: wall time and peak memory.
+"""Upgrades timed: a version-9 legacy upstream file to head (wall time and peak memory), and,
+as ``python -m benchmarks.bench_upgrade``, a PostgreSQL store upgraded online from 0011 while
+the running release keeps calling it (:func:`run_pg_online`).
 
 The legacy file is what upstream Hermes wrote at schema version 9: the version-1 tables with
 the columns versions 2-9 added, the unique title index (v4), and ``messages_fts`` as an

@@ -15,7 +15,7 @@ import pytest
 from hermes_store import SessionDB
 from hermes_store.db.engine import create_engine
 
-# --- §4.1 multi-token CJK queries with a short token ---------------------------------------------
+# --- multi-token CJK queries with a short token ---------------------------------------------
 
 
 def test_4_1_short_cjk_tokens_find_messages_containing_every_token(db):
@@ -60,7 +60,7 @@ def test_4_1_short_tokens_match_inside_tool_fields(db):
     assert [h["id"] for h in db.search_messages("你好 世界")] == [hit]
 
 
-# --- §4.2 no query string raises or silently fails on syntax -------------------------------------
+# --- no query string raises or silently fails on syntax -------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -114,7 +114,7 @@ def test_4_2_sanitiser_is_still_available(db):
     assert db._sanitize_fts5_query("hello AND") == "hello"
 
 
-# --- §4.3 JSON columns are UTF-8 -----------------------------------------------------------------
+# --- JSON columns are UTF-8 -----------------------------------------------------------------
 
 
 def test_4_3_json_columns_are_stored_as_utf8(db, raw):
@@ -158,7 +158,7 @@ def test_4_3_ascii_escaped_json_still_reads_back(db, raw):
     assert db.get_messages_as_conversation("s")[0]["tool_calls"] == calls
 
 
-# --- §4.4 ordering by insertion ----------------------------------------------------------------------
+# --- ordering by insertion ----------------------------------------------------------------------
 
 
 def test_4_4_clock_jumping_backwards_does_not_reorder(db, raw):
@@ -185,7 +185,7 @@ def test_4_4_ancestor_replay_uses_insertion_order(db, make_session, raw):
     ]
 
 
-# --- §4.5 update_token_counts creates missing rows and is NULL-safe ---------------------------------
+# --- update_token_counts creates missing rows and is NULL-safe ---------------------------------
 
 
 def test_4_5_update_token_counts_creates_the_session(db):
@@ -250,7 +250,7 @@ def test_4_5_none_increment_is_treated_as_zero(db):
     assert (row["input_tokens"], row["output_tokens"]) == (5, 0)
 
 
-# --- §4.6 owner-only files ------------------------------------------------------------------------
+# --- owner-only files ------------------------------------------------------------------------
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
@@ -276,7 +276,7 @@ def test_4_6_database_and_sidecars_are_owner_only(tmp_path):
         os.umask(previous)
 
 
-# --- §4.7 WAL fallback ------------------------------------------------------------------------------
+# --- WAL fallback ------------------------------------------------------------------------------
 
 
 def test_4_7_without_shared_memory_the_store_falls_back_to_delete_journal(tmp_path):
@@ -302,7 +302,7 @@ def test_4_7_without_shared_memory_the_store_falls_back_to_delete_journal(tmp_pa
     assert not Path(f"{path}-wal").exists()
 
 
-# --- §4.8 prune_empty_ghost_sessions detaches children -----------------------------------------------
+# --- prune_empty_ghost_sessions detaches children -----------------------------------------------
 
 
 def test_4_8_ghost_with_children_is_pruned_and_children_detached(db, make_session):
@@ -317,7 +317,7 @@ def test_4_8_ghost_with_children_is_pruned_and_children_detached(db, make_sessio
     assert db.get_session("grandchild")["parent_session_id"] == "child-a"
 
 
-# --- §4.9 resolve_session_id("") ----------------------------------------------------------------------
+# --- resolve_session_id("") ----------------------------------------------------------------------
 
 
 def test_4_9_empty_prefix_resolves_to_none(db):
@@ -327,7 +327,7 @@ def test_4_9_empty_prefix_resolves_to_none(db):
     assert db.resolve_session_id("sol") == "solitary"
 
 
-# --- §4.10 wider CJK detection -----------------------------------------------------------------------
+# --- wider CJK detection -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -379,7 +379,7 @@ def test_4_10_wider_blocks_are_searched_as_cjk_substrings(db, query, content):
     assert [h["id"] for h in db.search_messages(query)] == [hit]
 
 
-# --- §4.11 multimodal previews ------------------------------------------------------------------------
+# --- multimodal previews ------------------------------------------------------------------------
 
 
 def test_4_11_multimodal_first_user_message_preview_is_its_text(db):
@@ -430,7 +430,7 @@ def test_4_11_projected_tip_preview_uses_text_parts_too(db, make_session):
     assert (row["id"], row["preview"]) == ("tip", "continued with a picture")
 
 
-# --- §4.12 str, Path or URL ------------------------------------------------------------------------
+# --- str, Path or URL ------------------------------------------------------------------------
 
 
 def test_4_12_accepts_a_str_path(tmp_path):
