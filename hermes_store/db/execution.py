@@ -285,7 +285,7 @@ def begin_driver_transaction(connection: Connection, sql: str) -> DriverTransact
     the driver instead of by SQLAlchemy's :class:`~sqlalchemy.engine.RootTransaction`,
     it costs two statements, where SQLAlchemy's ``begin``/``commit`` (its event dispatch
     and the ``begin`` hook around the same two statements) cost about 40 µs an append in
-    place (docs/benchmarks.md). Statements of the seam run inside it without
+    place (CHANGELOG.md, 2026-12-02). Statements of the seam run inside it without
     beginning anything; SQLAlchemy's own execution (``Connection.execute``, an ORM flush)
     still opens its transaction as bookkeeping, so ``connection`` must carry
     :data:`NO_BEGIN_OPTION` (that transaction then sends no ``BEGIN`` of its own), and

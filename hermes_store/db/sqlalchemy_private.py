@@ -3,9 +3,8 @@
 The execution seam (:mod:`hermes_store.db.execution`) runs a hand-written statement on a
 bare driver cursor when nothing watches statements, and through the public
 :meth:`Connection.exec_driver_sql` or :meth:`Connection.execute` when anything does. The
-bare cursor saves about 10 µs a statement, 30 µs an append (docs/benchmarks.md, "The
-execution seam on public SQLAlchemy API"). Two things SQLAlchemy does not offer publicly
-make that safe:
+bare cursor saves about 10 µs a statement, 30 µs an append (CHANGELOG.md, 2026-12-02).
+Two things SQLAlchemy does not offer publicly make that safe:
 
 * **Is anything watching?** ``Connection._echo`` (echo or the ``sqlalchemy.engine``
   logger at INFO), ``Dialect._has_events`` and the truth value of the listener

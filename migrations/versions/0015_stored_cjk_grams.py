@@ -9,7 +9,7 @@ gram index of revision 0012 with ``pg_trgm``'s. ``pg_trgm`` is lossy, so Postgre
 rechecks every candidate of the intersection against all of its index conditions, and
 0012's condition is an expression: ``hermes_cjk_grams`` ran again on each candidate's
 text, about 640 µs for a CJK message. At a million messages such a search took up to
-0.8 s (``docs/benchmarks.md``). With the grams stored, a recheck reads an array.
+0.8 s (``CHANGELOG.md``, 2026-12-03). With the grams stored, a recheck reads an array.
 
 What it adds, on PostgreSQL only:
 

@@ -9,7 +9,7 @@ Why: the word index (``idx_messages_search_vector``) keeps no positions. A quote
 to check that they stand side by side. For common words that rarely do, a search reads
 tens of thousands of rows to find a handful (``"does does"``: 62,614 rows for 37 hits,
 470 ms at a million messages), and the cost grows with the store (phrases took twice as
-long at three million messages as at one; ``docs/benchmarks.md``).
+long at three million messages as at one; ``CHANGELOG.md``, 2026-12-04).
 
 What it adds, on PostgreSQL only:
 

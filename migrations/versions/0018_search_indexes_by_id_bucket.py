@@ -10,7 +10,7 @@ store, and a window then reads each candidate's row to drop those outside its id
 the planner underestimates a containment of several keys (``cjk_grams @> '{那个,chu,hun,
 ung}'``: 11 rows estimated, 2,191 at ten million messages) it never intersects the
 candidates with the window's ids, so the cost of a window grows with the store: ``chung
-那个`` took 4.7 ms at a million messages and 18.6 ms at ten million (docs/benchmarks.md).
+那个`` took 4.7 ms at a million messages and 18.6 ms at ten million (CHANGELOG.md, 2026-12-05).
 
 What it changes, on PostgreSQL only: the word index, the stored-grams index and the
 word-pair index gain a second column, ``id >> 18`` — the message's bucket of 262,144 ids

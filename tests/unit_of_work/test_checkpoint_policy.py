@@ -2,7 +2,7 @@
 
 SQLite's own automatic checkpoint (every 1,000 WAL pages) is turned off on the store's
 write connection, where it would add a checkpoint and an ``fsync`` every 20-odd appends
-(docs/benchmarks.md). What must hold: the WAL stays bounded by the store's own
+(CHANGELOG.md, 2026-12-04). What must hold: the WAL stays bounded by the store's own
 rhythm, nothing committed is lost, and a connection the store borrowed from a caller's
 pool goes back with the caller's setting.
 """

@@ -102,7 +102,7 @@ class SQLiteBackend:
         1,000 pages, which an append reaches every 20-odd commits (its FTS5 and trigram
         index pages make about 45 pages a commit): each is a pass over the WAL and an
         extra ``fsync`` of the database file inside some append. Measured: 1,060 instead
-        of 1,111 ``fdatasync`` per 1,000 appends (docs/benchmarks.md)."""
+        of 1,111 ``fdatasync`` per 1,000 appends (CHANGELOG.md, 2026-12-04)."""
         previous = driver_execute(connection, "PRAGMA wal_autocheckpoint", begin=False).rows[0][0]
         driver_execute(connection, "PRAGMA wal_autocheckpoint=0", begin=False)
         return int(previous)
