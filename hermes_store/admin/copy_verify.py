@@ -129,7 +129,7 @@ def _check_counts(
     if expected != found:
         raise _mismatch(
             f"the source holds {expected[0]} session(s) and {expected[1]} message(s), the target "
-            f"{found[0]} and {found[1]} (was the source written to during the copy?)"
+            f"{found[0]} and {found[1]}"
         )
     return found
 

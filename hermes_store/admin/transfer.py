@@ -113,15 +113,16 @@ def _check_target(target: Engine, fingerprint: dict[str, Any], resume: bool, res
     if state.unfinished:
         if restart:
             return "restart"
+        so_far = f"{state.sessions} sessions and {state.messages} messages so far"
+        if not resume and state.fingerprint != fingerprint:
+            raise CopyRefused(
+                f"the target holds an interrupted copy ({so_far}) of a source that has changed since; "
+                + _RESTART_HINT
+            )
         if not resume:
             raise CopyRefused(
-                f"the target holds an interrupted copy ({state.sessions} sessions and {state.messages} "
-                "messages so far): run the same copy with --resume to finish it"
-                + (
-                    ""
-                    if state.fingerprint == fingerprint
-                    else f" (the source has changed since: {_RESTART_HINT})"
-                )
+                f"the target holds an interrupted copy ({so_far}): "
+                "run the same copy with --resume to finish it"
             )
         if state.fingerprint != fingerprint:
             raise CopyRefused(
