@@ -2,8 +2,8 @@
 
 ``python -m benchmarks.bench_targets [--rounds 3] [--appends 1200] [--dir /dev/shm]`` runs,
 every round, each side on a fresh file in rotating order (so a load spike on the shared
-machine hits every side alike), then reports medians over rounds and the ratios the issue
-asks for (``--dir /dev/shm``: the same without the disk's fsync, each side's CPU alone):
+machine hits every side alike), then reports medians over rounds and the ratios the targets
+name (``--dir /dev/shm``: the same without the disk's fsync, each side's CPU alone):
 
 * **1 thread**: one store, one thread, ``--appends`` appends (a realistic mix: two in five
   assistant messages carry 1–2 tool calls, 200–800 characters of text);
@@ -317,7 +317,7 @@ def one_round(figures: Figures, work: Path, upstream: Path | None, appends: int,
 
 
 def report(figures: Figures, has_upstream: bool) -> list[str]:
-    """The figures as a markdown table, with the issue's ratios."""
+    """The figures as a markdown table, with the targets' ratios."""
     lines = [
         "| workload | upstream | sqlite3 | hermes_store | ratio | target |",
         "| --- | ---: | ---: | ---: | ---: | --- |",

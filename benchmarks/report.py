@@ -1,7 +1,7 @@
 """Figures of a benchmark run: one value per side, their ratio, a target, and tables to print.
 
 A :class:`Figure` is one row of the final report: the plain-``sqlite3`` baseline's value, the
-``hermes_store`` value, ``ratio = store / baseline`` and, when the issue sets one, a
+``hermes_store`` value, ``ratio = store / baseline`` and, when the project sets one, a
 :class:`Target` that says whether the row passes. Values carry a unit so that seconds,
 throughputs, byte counts and yes/no answers all print sensibly.
 """

@@ -12,7 +12,7 @@ processes), ``search`` (seven query kinds plus four mixed-script kinds on 200,49
 ``listing`` (20,000 sessions, plus the replay of a 500-message conversation), ``cold_start``
 (new processes), ``upgrade`` (version-9 legacy files of two sizes) and ``size`` (bytes per
 message). Every figure is reported for both sides with the ratio ``hermes_store / baseline``
-and, where the issue sets one, its target.
+and, where the project sets one, its target.
 
 Large databases are bulk-loaded once and cached under ``bench-results/`` (``--cache-dir``).
 With ``--markdown`` the report replaces the generated block of that file (between the

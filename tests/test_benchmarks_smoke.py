@@ -108,7 +108,7 @@ def test_pg_scale_benchmark_times_chosen_kinds_on_a_small_store(pg_admin_url: st
 
 
 def test_search_against_upstream_reports_every_kind_on_every_side(tmp_path: Path) -> None:
-    """``bench_search_upstream`` times each issue-20 kind on upstream, sqlite3 and the store."""
+    """``bench_search_upstream`` times each search kind on upstream, sqlite3 and the store."""
     from benchmarks.bench_search_upstream import search_kinds
     from benchmarks.upstream import MIRROR
 

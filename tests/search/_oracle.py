@@ -218,7 +218,7 @@ def _sentence(rng: random.Random) -> str:
     return out
 
 
-# The issue's table, verbatim, plus near misses that must not match its queries.
+# The mixed-script examples of docs/search.md, plus near misses that must not match them.
 ISSUE_MESSAGES = [
     "怎么用docker部署这个服务",
     "docker 部署 失败了",
@@ -234,7 +234,7 @@ ISSUE_MESSAGES = [
 
 
 def build_corpus(size: int = 3000) -> list[list[dict[str, Any]]]:
-    """Sessions of messages (``size`` in all, plus the issue's table), the same every run."""
+    """Sessions of messages (``size`` in all, plus the mixed-script examples), the same every run."""
     rng = random.Random(SEED)
     sessions: list[list[dict[str, Any]]] = [[{"role": "user", "content": text} for text in ISSUE_MESSAGES]]
     produced = 0
