@@ -367,7 +367,8 @@ def finish_preview(raw: Any) -> str:
 
 
 def _project_tips(db: Bind, roots: list[dict[str, Any]]) -> None:
-    """Show each compression root with its tip's details: two queries for the whole page."""
+    """Show each compression root with its tip's details: the tips of the whole page are
+    walked together, and their rows read in one query."""
     if not roots:
         return
     tips = {
