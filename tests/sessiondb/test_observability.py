@@ -96,6 +96,7 @@ CALLS: dict[str, Callable[[SessionDB], object]] = {
         "tip", [{"role": "assistant", "content": "ok", "tool_calls": [{"id": "y"}]}, {"role": "tool"}]
     ),
     "apply_telegram_topic_migration": lambda db: db.apply_telegram_topic_migration(),
+    "archive_and_compact": lambda db: db.archive_and_compact("tip", [{"role": "user", "content": "summary"}]),
     "backfill_repo_roots": lambda db: db.backfill_repo_roots({"/work": "/work"}),
     "bind_telegram_topic": lambda db: db.bind_telegram_topic(
         chat_id=1, thread_id=2, user_id=3, session_key="k", session_id="tip"
@@ -124,6 +125,9 @@ CALLS: dict[str, Callable[[SessionDB], object]] = {
     "find_latest_gateway_session_for_peer": lambda db: db.find_latest_gateway_session_for_peer(
         source="cli", session_key="k", chat_id="c", chat_type="dm"
     ),
+    "get_anchored_view": lambda db: db.get_anchored_view(
+        "root", db.get_messages("root")[1]["id"], window=0, bookend=1
+    ),
     "get_ancestors": lambda db: db.get_ancestors("tip"),
     "get_compression_failure_cooldown": lambda db: db.get_compression_failure_cooldown("tip"),
     "get_compression_lock_holder": lambda db: db.get_compression_lock_holder("tip"),
@@ -131,6 +135,9 @@ CALLS: dict[str, Callable[[SessionDB], object]] = {
     "get_descendants": lambda db: db.get_descendants("root"),
     "get_handoff_state": lambda db: db.get_handoff_state("tip"),
     "get_messages": lambda db: db.get_messages("root"),
+    "get_messages_around": lambda db: db.get_messages_around(
+        "root", db.get_messages("root")[1]["id"], window=1
+    ),
     "get_messages_as_conversation": lambda db: db.get_messages_as_conversation("tip", include_ancestors=True),
     "get_meta": lambda db: db.get_meta("k"),
     "get_next_title_in_lineage": lambda db: db.get_next_title_in_lineage("logs"),
@@ -145,7 +152,10 @@ CALLS: dict[str, Callable[[SessionDB], object]] = {
         session_id="tip"
     ),
     "is_telegram_topic_mode_enabled": lambda db: db.is_telegram_topic_mode_enabled(chat_id=1, user_id=3),
+    "has_archived_messages": lambda db: db.has_archived_messages("tip"),
+    "has_platform_message_id": lambda db: db.has_platform_message_id("tip", "p1"),
     "list_cron_job_runs": lambda db: db.list_cron_job_runs("nightly"),
+    "list_recent_user_messages": lambda db: db.list_recent_user_messages("root"),
     "list_pending_handoffs": lambda db: db.list_pending_handoffs(),
     "list_sessions_rich": lambda db: db.list_sessions_rich(),
     "list_telegram_topic_bindings_for_chat": lambda db: db.list_telegram_topic_bindings_for_chat(chat_id=1),
@@ -170,9 +180,11 @@ CALLS: dict[str, Callable[[SessionDB], object]] = {
         "tip", [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
     ),
     "request_handoff": lambda db: db.request_handoff("tip", "telegram"),
+    "restore_rewound": lambda db: db.restore_rewound("root", 0),
     "resolve_resume_session_id": lambda db: db.resolve_resume_session_id("ghost"),
     "resolve_session_by_title": lambda db: db.resolve_session_by_title("logs"),
     "resolve_session_id": lambda db: db.resolve_session_id("ro"),
+    "rewind_to_message": lambda db: db.rewind_to_message("tip", db.get_messages("tip")[0]["id"]),
     "search_messages": lambda db: (
         db.search_messages("logrotate"),
         db.search_messages("服务器"),
