@@ -5,14 +5,17 @@ is: ``_branched_from`` (a ``/branch`` of its parent, listed like a root) and
 ``_delegate_from`` (a sub-agent run, never listed). A key counts when it holds a value
 other than JSON ``null``.
 
-The column is plain text, so a row may hold anything. A listing must never fail because
-of one bad row, so invalid JSON counts as carrying no marker:
+The column is plain text, so a row may hold anything, and a listing must never fail
+because of one bad row:
 
-* SQLite parses only rows that mention the key and that ``json_valid`` accepts;
+* SQLite parses only rows that mention the key and that ``json_valid`` accepts; invalid
+  JSON carries no marker;
 * PostgreSQL 15 has no JSON validity test in SQL (``IS JSON`` arrived in 16) and a failed
   ``::jsonb`` cast aborts the statement, so there the key is recognised in the text: the
-  quoted key, a colon, and a value that does not start with ``null``. For the objects
-  Hermes writes (``json.dumps`` of a dict) both tests agree.
+  quoted key, a colon, and a value that does not start with ``null``. Text that is not
+  JSON but spells a marker out, or a marker key inside a nested object, therefore counts
+  there and not on SQLite. For the objects Hermes writes (``json.dumps`` of a flat dict)
+  both tests agree.
 """
 
 from __future__ import annotations
