@@ -237,7 +237,13 @@ def test_timeouts_and_pool_settings_reach_the_server(pg_url: str) -> None:
     with defaults.engine.connect() as connection:
         assert connection.exec_driver_sql("SHOW statement_timeout").scalar() == "1min"
         assert connection.exec_driver_sql("SHOW lock_timeout").scalar() == "10s"
+        assert connection.exec_driver_sql("SHOW jit").scalar() == "off"
     defaults.close()
+    # A caller's own options come after the store's, so theirs win.
+    jit_on = SessionDB(url=pg_url, connect_args={"options": "-c jit=on"})
+    with jit_on.engine.connect() as connection:
+        assert connection.exec_driver_sql("SHOW jit").scalar() == "on"
+    jit_on.close()
 
 
 WRITERS = 16

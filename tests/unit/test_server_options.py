@@ -26,7 +26,7 @@ def test_defaults_apply_when_nothing_is_given() -> None:
         "pool_pre_ping": True,
         "pool_recycle": 1800,
     }
-    assert kwargs["connect_args"]["options"] == "-c statement_timeout=60s -c lock_timeout=10s"
+    assert kwargs["connect_args"]["options"] == "-c jit=off -c statement_timeout=60s -c lock_timeout=10s"
     assert set(DEFAULTS) >= {"statement_timeout", "lock_timeout"}
 
 
@@ -40,7 +40,7 @@ def test_url_query_is_read_and_removed_and_keywords_win() -> None:
     assert dict(url.query) == {"sslmode": "require"}  # libpq's own options stay in the URL
     assert (kwargs["pool_size"], kwargs["pool_pre_ping"], kwargs["echo"]) == (20, False, True)
     assert kwargs["connect_args"]["options"] == (
-        "-c search_path=app -c statement_timeout=60s -c lock_timeout=500"
+        "-c jit=off -c search_path=app -c statement_timeout=60s -c lock_timeout=500"
     )
 
 
