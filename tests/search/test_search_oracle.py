@@ -39,6 +39,7 @@ from sqlalchemy import orm
 
 from hermes_store import SessionDB
 from hermes_store.search.engine import SearchFilters, find_hits
+from hermes_store.search.order import SearchOrder
 from hermes_store.search.plan import plan_search
 
 LIMIT = 100_000
@@ -90,6 +91,12 @@ class Loaded:
         with orm.Session(self.db.engine) as session:
             found = find_hits(session, plan_search(query), SearchFilters(), LIMIT, 0)
         return {self.key_of[hit["id"]] for hit in found}
+
+    def hits_in_time_order(self, query: str, order: SearchOrder) -> list[tuple[Key, float]]:
+        """Every hit of ``query`` in time ``order``, as ``(key, timestamp)``."""
+        with orm.Session(self.db.engine) as session:
+            found = find_hits(session, plan_search(query), SearchFilters(), LIMIT, 0, order)
+        return [(self.key_of[hit["id"]], float(hit["timestamp"])) for hit in found]
 
 
 _QUERIES: list[Query] | None = None
@@ -245,6 +252,7 @@ def test_sqlite_gives_the_oracle_hits_in_every_class(sqlite_store: Loaded) -> No
     for cls in (*WORD_CLASSES, *SUBSTRING_CLASSES):
         assert stats[cls]["recall"] == stats[cls]["precision"] == 1.0, cls
     assert _filtered_agreement(sqlite_store) == []
+    assert _time_order_agreement(sqlite_store) == []
 
 
 @pytest.mark.postgres
@@ -267,6 +275,25 @@ def test_postgresql_gives_sqlites_hits(pg_store: Loaded) -> None:
         assert len(ran) - len(differing) >= SAME_HITS_SHARE * len(ran), (cls, differing[:5])
         assert sum(len(found[query.text]) for query in ran) > 0
     assert _filtered_agreement(pg_store) == []
+    assert _time_order_agreement(pg_store) == []
+
+
+def _time_order_agreement(store: Loaded) -> list[str]:
+    """In time order a query finds what it finds in relevance order (which the tests
+    above hold to the oracle), once each, sorted by timestamp: every tenth query of the
+    sample, of both semantics, newest and oldest first."""
+    wrong = []
+    sample = sampled_queries(store)[::10]
+    for query in sample:
+        by_relevance = store.hits(query.text)
+        for order in ("newest", "oldest"):
+            hits = store.hits_in_time_order(query.text, order)
+            times = [timestamp for _, timestamp in hits]
+            keys = [key for key, _ in hits]
+            if times != sorted(times, reverse=order == "newest") or sorted(keys) != sorted(by_relevance):
+                wrong.append(f"{order} {query.text!r}")
+    assert len(sample) >= 100
+    return wrong
 
 
 def _filtered_agreement(store: Loaded) -> list[str]:
