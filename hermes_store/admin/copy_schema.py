@@ -33,6 +33,7 @@ from hermes_store.db.execution import run
 from hermes_store.errors import CopyMismatch
 from hermes_store.schema.migrate import read_schema_state, upgrade
 from hermes_store.schema.models import Base
+from hermes_store.schema.revisions import history
 
 KIND_ORDER = ("table", "index", "constraint", "trigger")
 """Creation order: virtual tables, then indexes (a foreign key needs the referenced
@@ -190,10 +191,16 @@ def read_schema(engine: Engine) -> StoreSchema:
 def reference_schema(engine: Engine) -> StoreSchema:
     """What a fresh store at ``engine``'s revision holds, on ``engine``'s backend.
 
-    Raises :class:`CopyMismatch` for a PostgreSQL store at a revision other than the one
-    the shipped PostgreSQL catalog describes (this release's head).
+    Raises :class:`CopyMismatch` for a store newer than this release, and for a
+    PostgreSQL store at a revision other than the one the shipped PostgreSQL catalog
+    describes (this release's head).
     """
     revision = read_schema_state(engine).revision
+    if revision is not None and revision not in history():
+        raise CopyMismatch(
+            f"the target is at schema revision {revision}, newer than this hermes-store (head "
+            f"{history().head}): verify it with the release that wrote it"
+        )
     if engine.dialect.name == "postgresql":
         from hermes_store.admin import postgresql_head_schema as shipped
 

@@ -149,3 +149,10 @@ def test_verify_reads_both_stores_without_writing(invoke: Invoke, copied: tuple[
     before = source.read_bytes(), target.read_bytes()
     invoke("verify", str(source), str(target), raw=True)
     assert (source.read_bytes(), target.read_bytes()) == before
+
+
+def test_verify_refuses_a_target_newer_than_this_release(invoke: Invoke, copied: tuple[Path, Path]) -> None:
+    source, target = copied
+    _run(target, "UPDATE alembic_version SET version_num = '9999'")
+    output = invoke("verify", str(source), str(target), status=1, raw=True).output.strip()
+    assert output.startswith("Error: the target is at schema revision 9999, newer than this hermes-store")
