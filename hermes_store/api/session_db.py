@@ -664,14 +664,6 @@ class SessionDB(
             timestamp=timestamp,
         )
 
-    def _prepared_messages(self, messages_: Sequence[dict[str, Any]]) -> list[messages.NewMessage]:
-        """OpenAI-style message dicts as rows to store; ``TypeError`` for an entry that is
-        not a dict, before anything is written."""
-        for entry in messages_:
-            if not isinstance(entry, dict):
-                raise TypeError(f"each message must be a dict, not {type(entry).__name__}")
-        return [conversation.message_from_dict(entry, self._encode_content) for entry in messages_]
-
     def replace_messages(
         self, session_id: str, messages_: Sequence[dict[str, Any]], active_only: bool = False
     ) -> None:
@@ -683,7 +675,7 @@ class SessionDB(
         session's counters become those of ``messages_``.
         """
         require_str("session_id", session_id)
-        prepared = self._prepared_messages(messages_)
+        prepared = conversation.messages_from_dicts(messages_, self._encode_content)
         self._write(
             lambda db: messages.replace_all(db, session_id, prepared, active_only=bool(active_only)),
             "replacing messages",

@@ -13,7 +13,7 @@ session was resumed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from hermes_store.db.execution import Bind
@@ -106,6 +106,20 @@ def message_from_dict(
         timestamp=None if stamp is None else codec.explicit_timestamp(stamp),
         encode_content=encode_content,
     )
+
+
+def messages_from_dicts(
+    entries: Iterable[Any], encode_content: Callable[[Any], Any] = codec.encode_content
+) -> list[messages.NewMessage]:
+    """A list of message dicts (``replace_messages``, ``archive_and_compact``) as rows to
+    store, each as :func:`message_from_dict` makes it. An entry that is not a dict raises
+    ``TypeError``, so a caller checks the whole list before writing any of it."""
+    prepared = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise TypeError(f"each message must be a dict, not {type(entry).__name__}")
+        prepared.append(message_from_dict(entry, encode_content))
+    return prepared
 
 
 def decoded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from hermes_store.api.features.base import FacadeBase
 from hermes_store.domain.validation import require_str
 from hermes_store.repository import compaction
-from hermes_store.repository.conversation import message_from_dict
+from hermes_store.repository.conversation import messages_from_dicts
 
 
 class CompactionMethods(FacadeBase):
@@ -31,11 +31,7 @@ class CompactionMethods(FacadeBase):
         and nothing changes.
         """
         require_str("session_id", session_id)
-        prepared = []
-        for entry in compacted_messages:
-            if not isinstance(entry, dict):
-                raise TypeError(f"each message must be a dict, not {type(entry).__name__}")
-            prepared.append(message_from_dict(entry, self._encode_content))
+        prepared = messages_from_dicts(compacted_messages, self._encode_content)
         return self._write(
             lambda db: compaction.archive_and_compact(db, session_id, prepared), "compacting a session"
         )
