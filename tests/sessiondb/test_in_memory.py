@@ -7,10 +7,12 @@ connections all reach the same database (hermes_store.db.memory says how).
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from pathlib import Path
 
 import pytest
+from sqlalchemy.engine import URL
 
 from hermes_store import SessionDB, hermes_state
 from hermes_store.aio import AsyncSessionDB
@@ -74,14 +76,25 @@ def test_every_thread_sees_the_same_memory_store(workdir: Path) -> None:
     assert list(workdir.iterdir()) == []
 
 
+def _objects_in(url: URL) -> int:
+    """How many schema objects the ``memdb`` database named in ``url`` holds, seen from a
+    connection of its own (a database nobody holds open any more is empty again)."""
+    probe = sqlite3.connect(f"{url.database}?vfs=memdb", uri=True)
+    try:
+        return int(probe.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
+    finally:
+        probe.close()
+
+
 def test_memory_stores_are_separate_and_gone_when_closed(workdir: Path) -> None:
     first, second = SessionDB(":memory:"), SessionDB(":memory:")
     first.create_session("only-in-first", "cli")
     assert second.get_session("only-in-first") is None
+    url = first.engine.url
+    assert _objects_in(url) > 0  # the probe reaches the store's database while it is open
     first.close()
+    assert _objects_in(url) == 0  # closed: no connection of the store kept it alive
     second.close()
-    with SessionDB(":memory:") as again:
-        assert again.session_count() == 0
 
 
 def test_upstream_path_and_async_memory_stores_make_no_file(workdir: Path) -> None:

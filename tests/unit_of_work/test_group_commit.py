@@ -194,19 +194,50 @@ def test_a_lock_held_past_the_budget_gives_every_member_write_conflict(tmp_path:
 
 
 def test_writes_of_an_orm_session_run_alone_and_the_queue_still_drains(store: SessionDB) -> None:
+    """An ORM write waiting for the lock beside two queued appends: the appends share one
+    transaction and the ORM write has one of its own, whichever thread gets the lock first."""
     uow = store.unit_of_work
-    calls: list[Callable[[], Any]] = [
-        lambda: store.append_message("s", "user", "joined"),
-        lambda: uow.write(lambda session: meta.put(session, "orm", "alone"), "an ORM write"),
-        lambda: store.append_message("s", "user", "joined too"),
+    transactions: list[list[str]] = []
+    current: list[list[str]] = []  # the open write transaction's statements, if any
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        words = statement.split()
+        if words[0] == "BEGIN":
+            current.append([])
+        elif words[0] == "COMMIT" and current:
+            transactions.append(current.pop())
+        elif current:  # "INSERT INTO <table>", "UPDATE <table> SET"
+            current[-1].append(f"{words[0]} {words[2] if words[0] == 'INSERT' else words[1]}")
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    outcomes = Outcomes()
+    appends = [
+        threading.Thread(
+            target=outcomes.record, args=(n, lambda n=n: store.append_message("s", "user", f"m{n}"))
+        )
+        for n in range(2)
     ]
-    outcomes = queued_together(uow, calls[:1] + calls[2:])
-    thread = threading.Thread(target=calls[1])
-    thread.start()
-    thread.join(30)
-    assert all(isinstance(value, int) for value in outcomes.values.values())
-    assert store.get_meta("orm") == "alone"
-    assert store.get_session("s")["message_count"] == 2  # type: ignore[index]
+    orm_write = threading.Thread(
+        target=outcomes.record,
+        args=(2, lambda: uow.write(lambda session: meta.put(session, "orm", "alone"), "an ORM write")),
+    )
+    with uow._lock:
+        appends[0].start()
+        while len(uow._queue) < 1:
+            time.sleep(0.001)
+        orm_write.start()  # never queues: it waits for the lock itself
+        time.sleep(0.2)
+        appends[1].start()
+        while len(uow._queue) < 2:
+            time.sleep(0.001)
+    for thread in [*appends, orm_write]:
+        thread.join(30)
+    assert isinstance(outcomes.values[0], int) and isinstance(outcomes.values[1], int)
+    assert outcomes.values[2] is None and store.get_meta("orm") == "alone"
+    assert sorted(transactions, key=len) == [
+        ["INSERT state_meta"],
+        ["INSERT messages", "UPDATE sessions", "INSERT messages", "UPDATE sessions"],
+    ]
 
 
 def test_a_writer_interrupted_while_queued_is_withdrawn_and_the_others_go_on(tmp_path: Path) -> None:
