@@ -38,7 +38,7 @@ CONVERSATION_COLUMNS = (
 )
 
 
-# Not frozen: a frozen dataclass sets each of its 13 fields through object.__setattr__,
+# Not frozen: a frozen dataclass sets each of its fields through object.__setattr__,
 # which costs about as much as the rest of the append's Python work.
 @dataclass(slots=True)
 class NewMessage:
