@@ -31,7 +31,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Engine
@@ -222,9 +222,22 @@ class SessionDB(facade.SessionDB):
         logger.warning("state.db: full-text index objects were missing; rebuilt %s", ", ".join(refilled))
 
     def _write(self, work: Callable[[Connection], T], operation: str) -> T:
-        """One retried write transaction; every ``_OPTIMIZE_EVERY_N_WRITES`` of them the
-        FTS segments are merged too (best effort: a failed merge never fails the write)."""
-        result = super()._write(work, operation)
+        """One retried write transaction. As upstream's, every write passes through
+        :meth:`_execute_write`, so code that wraps that method (Hermes' tests do) sees
+        each of them once."""
+        return self._execute_write(_StoreWrite(work, operation))
+
+    def _execute_write(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(connection)`` in one retried write transaction (upstream's primitive):
+        ``fn`` gets the driver's connection, a store write its SQLAlchemy one. Every
+        ``_OPTIMIZE_EVERY_N_WRITES`` writes the FTS segments are merged too (best effort:
+        a failed merge never fails the write)."""
+        if isinstance(fn, _StoreWrite):
+            work, operation = fn.work, fn.operation
+        else:
+            raw = fn
+            work, operation = (lambda db: raw(db.connection.driver_connection)), "a raw write"
+        result: T = super()._write(work, operation)
         if not self._merging_fts:
             self._writes_since_merge += 1
             if self._writes_since_merge >= self._OPTIMIZE_EVERY_N_WRITES:
@@ -260,6 +273,18 @@ class SessionDB(facade.SessionDB):
             }
         finally:
             scratch.close()
+
+
+class _StoreWrite(Generic[T]):
+    """A store write (work for a SQLAlchemy connection, and what it is for errors) on its
+    way through :meth:`SessionDB._execute_write`."""
+
+    def __init__(self, work: Callable[[Connection], T], operation: str) -> None:
+        self.work = work
+        self.operation = operation
+
+    def __call__(self, connection: Connection) -> T:
+        return self.work(connection)
 
 
 def _default_path() -> Path:

@@ -57,3 +57,24 @@ def test_deferred_indexes_can_be_run_again_on_a_store(tmp_path: Path) -> None:
     finally:
         conn.close()
     assert {"idx_messages_session_active", "idx_sessions_session_key", "idx_sessions_gateway_peer"} <= indexes
+
+
+def test_every_drop_in_write_passes_through_execute_write(tmp_path: Path) -> None:
+    """Code that wraps ``_execute_write`` (as Hermes' tests do) sees the store's writes."""
+    db = hermes_state.SessionDB(tmp_path / "state.db")
+    seen: list[object] = []
+    original = db._execute_write
+
+    def wrapped(fn: object) -> object:
+        seen.append(fn)
+        return original(fn)  # type: ignore[arg-type]
+
+    db._execute_write = wrapped  # type: ignore[method-assign]
+    try:
+        db.create_session("s1", "cli")
+        db.update_session_meta("s1", "{}", model="m")
+        assert db._execute_write(lambda conn: conn.execute("SELECT 1").fetchone()[0]) == 1
+        assert len(seen) == 3
+        assert db.get_session("s1")["model"] == "m"  # type: ignore[index]
+    finally:
+        db.close()
