@@ -57,7 +57,7 @@ def substring_hits(
     order: SearchOrder = "rank",
 ) -> list[dict[str, Any]]:
     """Like/trigram hits, newest first: the newest window of ids, then the rest (in time
-    order instead when ``order`` asks for it: see :data:`TIME_ORDER`).
+    order instead when ``order`` asks for it: see :data:`SUBSTRING_ORDER_BY`).
 
     Hits are ordered by id, so the newest window of :data:`FIRST_SUBSTRING_WINDOW` ids is
     searched first; when it holds fewer than ``offset + limit`` hits, every older message
@@ -122,7 +122,8 @@ def substring_hits(
         # window of ids holds the first hits in time).
         need = params["offset"] + params["limit"]
         bounds = {"floor": 0, "ceiling": int(newest), "need": need}
-        found = _substring_page(db, source, condition, where, {**params, **bounds}, None, TIME_ORDER[order])
+        ordered_by = SUBSTRING_ORDER_BY[order]
+        found = _substring_page(db, source, condition, where, {**params, **bounds}, None, ordered_by)
         return _with_snippets(found[params["offset"] :], plan, terms[0])
     # The bounded windows' form of a narrowed search (the others use ``condition`` only).
     checked, checked_params = condition, params
@@ -168,7 +169,7 @@ def substring_hits(
     return _with_snippets(hits[params["offset"] : wanted], plan, terms[0])
 
 
-TIME_ORDER: dict[SearchOrder, str] = {
+SUBSTRING_ORDER_BY: dict[SearchOrder, str] = {
     "rank": "m.id DESC",
     "newest": "m.timestamp DESC, m.id DESC",
     "oldest": "m.timestamp ASC, m.id DESC",
@@ -237,7 +238,7 @@ def _substring_page(
     where: str,
     params: dict[str, Any],
     arms: list[tuple[int, int, int]] | None = None,
-    ordered_by: str = TIME_ORDER["rank"],
+    ordered_by: str = SUBSTRING_ORDER_BY["rank"],
 ) -> list[dict[str, Any]]:
     def newest_hits(bounds: str) -> str:
         return f"""
