@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import groupby
 from typing import Any, TypeVar
 
-from sqlalchemy import Integer
+from sqlalchemy import Integer, collate
 from sqlalchemy.engine import Engine
 
 from hermes_store.admin.copy_source import TableReader, columns_of, stream_rows
@@ -129,14 +129,12 @@ def session_digests(engine: Engine, readers: dict[str, TableReader]) -> Iterator
     column of the session row and of its messages, in id order. Messages naming a
     session the store lacks get a digest of their own under that id."""
     sessions, messages = readers["sessions"], readers["messages"]
-    by_session = messages.key_columns(engine)
+    by_id = messages.key_columns(engine)
     session_key = messages.table.c.session_id
     if engine.dialect.name == "postgresql":
-        from sqlalchemy import collate
-
-        ordered_by = [collate(session_key, "C"), *by_session]
+        ordered_by = [collate(session_key, "C"), *by_id]
     else:
-        ordered_by = [session_key, *by_session]
+        ordered_by = [session_key, *by_id]
     position = columns_of(messages.model).index("session_id")
     rows = ((row[0], _digest([row])) for row in normalized_rows(engine, sessions))
     groups = (

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import Select, Table, collate, func, inspect, select
@@ -54,6 +55,10 @@ def columns_of(model: type[Base]) -> list[str]:
     return [column.name for column in model.__table__.columns]
 
 
+_PRESENT = object()
+"""Marks a column the store has (its value comes from the row)."""
+
+
 def _default_of(table: Table, name: str) -> Any:
     """What a migration adding column ``name`` gives existing rows: its server default."""
     default = table.c[name].server_default
@@ -85,7 +90,7 @@ class TableReader:
         """Whether the store has this table at all."""
         return bool(self.present)
 
-    @property
+    @cached_property
     def missing(self) -> list[str]:
         """Model columns the store's table lacks."""
         return [name for name in columns_of(self.model) if name not in self.present]
@@ -96,9 +101,17 @@ class TableReader:
 
     def complete(self, row: Sequence[Any]) -> tuple[Any, ...]:
         """A selected row as a full model row: defaults where the store has no column."""
+        if not self.missing:
+            return tuple(row)  # a store at head: the row is whole already
         values = iter(row)
+        defaults = self._defaults
+        return tuple(next(values) if default is _PRESENT else default for default in defaults)
+
+    @cached_property
+    def _defaults(self) -> tuple[Any, ...]:
+        """Per model column: :data:`_PRESENT`, or the default standing in for it."""
         return tuple(
-            next(values) if name in self.present else _default_of(self.table, name)
+            _PRESENT if name in self.present else _default_of(self.table, name)
             for name in columns_of(self.model)
         )
 
