@@ -261,7 +261,8 @@ def _statement_started(dbapi_connection: Any, statement: Any) -> None:
         entry.ask_server()  # reports itself through this function, harmlessly
     entry.statements += 1
     text = statement if isinstance(statement, str) else str(statement)
-    if _MENTIONS_TIMEOUT.search(text) is not None:
+    # SHOW only reads the setting (the watchdog's own question among them).
+    if _MENTIONS_TIMEOUT.search(text) is not None and text.lstrip()[:4].upper() != "SHOW":
         # psycopg opens a transaction before the first statement unless in autocommit.
         in_transaction = status == _INTRANS or not dbapi_connection.autocommit
         entry.note(text, in_transaction)

@@ -10,6 +10,7 @@ at the end whatever happens, which releases anything still stuck.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ import sqlalchemy as sa
 from stalling_proxy import StallingProxy
 
 from hermes_store import ServerUnavailable, SessionDB, StoreTimeout, create_engine
+from hermes_store.db import reply_watchdog
 from hermes_store.db.reply_watchdog import REPLY_GRACE_S
 
 # Not serial: both tests wait on timers (timeouts, pg_sleep), not on CPU, and their bounds
@@ -102,16 +104,27 @@ def test_a_statement_whose_timeout_was_lifted_is_never_cut(pg_url: str) -> None:
     watchdog follows the ``SET`` and leaves such a statement to run past its usual limit."""
     engine = create_engine(pg_url, statement_timeout="1s", poolclass=sa.pool.NullPool)  # limit: 3 s
     with engine.connect() as connection:
+        assert _watchdog_limit_s(connection) == 1 + REPLY_GRACE_S  # watched, with the engine's limit
         with connection.begin():
             connection.exec_driver_sql("SET LOCAL statement_timeout = 0")
+            assert _watchdog_limit_s(connection) == math.inf
             connection.exec_driver_sql("SELECT pg_sleep(4)")
+        assert _watchdog_limit_s(connection) == 1 + REPLY_GRACE_S  # SET LOCAL ended with it
         connection.exec_driver_sql("SET statement_timeout TO '0'")
         connection.exec_driver_sql("SELECT pg_sleep(4)")
         connection.commit()
+        assert _watchdog_limit_s(connection) == math.inf
         connection.exec_driver_sql("RESET statement_timeout")  # back to the engine's 1 s
         with pytest.raises(sa.exc.OperationalError, match="statement timeout"):
             connection.exec_driver_sql("SELECT pg_sleep(2)")  # the server cancels it and says so
     engine.dispose()
+
+
+def _watchdog_limit_s(connection: sa.Connection) -> float:
+    """How long the reply watchdog now lets a statement of ``connection`` run."""
+    entry = reply_watchdog._WATCHDOG.get(connection.connection.dbapi_connection)
+    assert entry is not None, "the connection is not watched"
+    return entry.limit_s
 
 
 def _sleeps_uncut(connection: sa.Connection, seconds: float) -> None:
@@ -128,6 +141,7 @@ def test_a_rolled_back_set_is_forgotten_as_the_server_forgets_it(pg_url: str) ->
             transaction.rollback()
         assert connection.exec_driver_sql("SHOW statement_timeout").scalar() == "10s"
         connection.rollback()
+        assert _watchdog_limit_s(connection) == 10 + REPLY_GRACE_S
         _sleeps_uncut(connection, 4)  # past 1 s + the grace, well within the server's 10 s
         connection.rollback()
         with connection.begin():
