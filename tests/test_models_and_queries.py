@@ -49,7 +49,7 @@ def test_relationships_follow_lineage_and_insertion_order(tmp_path: Path) -> Non
         child = session.get(Session, "child")
         assert child is not None and child.parent is root
         assert [g.id for g in child.children] == ["grandchild"]
-        assert session.execute(select(SchemaVersion.version)).scalar_one() == 11
+        assert session.execute(select(SchemaVersion.version)).scalar_one() == 17
         assert session.get(StateMeta, "k").value == "v"  # type: ignore[union-attr]
         assert repr(root) == "Session(id='root', source='cli', title=None)"
         assert repr(root.messages[0]).startswith("Message(id=1, session_id='root'")
