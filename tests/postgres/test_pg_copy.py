@@ -395,3 +395,44 @@ def test_copy_postgresql_to_sqlite_carries_every_table_and_verifies_both_ways(
     for pair in ((pg_url, str(back)), (str(source), pg_url)):
         result = runner.invoke(cli, ["verify", *pair])
         assert result.exit_code == 0, result.output
+
+
+def test_verify_merges_ids_in_byte_order_in_a_database_that_sorts_text_otherwise(
+    pg_admin_url: str, tmp_path: Path
+) -> None:
+    """In an ICU ``en-US`` database ``ORDER BY id`` puts 'alpha' before 'Zeta'; the
+    verification must read both stores in the same order all the same."""
+    admin = sa.create_engine(pg_admin_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    name = f"hermes_icu_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(
+                f"CREATE DATABASE \"{name}\" LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8' "
+                "TEMPLATE template0"
+            )
+    except sa.exc.DBAPIError as exc:
+        admin.dispose()
+        pytest.skip(f"no ICU collation on this server: {exc.orig}")
+    url = sa.make_url(pg_admin_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        source = tmp_path / "source.db"
+        with SessionDB(source) as db:
+            for session_id in ("Zeta", "alpha", "émile", "日本", "_x", "b"):
+                db.create_session(session_id, "cli")
+                db.append_message(session_id, "user", f"hello from {session_id}")
+        copy_store(create_engine(source), create_engine(url))
+        back = tmp_path / "back.db"
+        copy_store(create_engine(url), create_engine(back))
+        engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+        with engine.connect() as connection:
+            ordered = list(connection.exec_driver_sql("SELECT id FROM sessions ORDER BY id").scalars())
+        engine.dispose()
+        assert ordered.index("alpha") < ordered.index("Zeta")  # not byte order
+        from hermes_store.admin.copy_verify import verify_copy
+
+        assert verify_copy(create_engine(url), create_engine(back)).sessions == 6
+        assert verify_copy(create_engine(source), create_engine(url)).messages == 6
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
