@@ -357,10 +357,10 @@ class AsyncSessionDB:
         return await self._call(SessionDB.reopen_session, session_id)
 
     async def replace_messages(
-        self, session_id: str, messages_: Sequence[dict[str, Any]], active_only: bool = False
+        self, session_id: str, messages: Sequence[dict[str, Any]], active_only: bool = False
     ) -> None:
         """Awaitable :meth:`SessionDB.replace_messages`."""
-        return await self._call(SessionDB.replace_messages, session_id, messages_, active_only)
+        return await self._call(SessionDB.replace_messages, session_id, messages, active_only)
 
     async def resolve_resume_session_id(self, session_id: str) -> str:
         """Awaitable :meth:`SessionDB.resolve_resume_session_id`."""

@@ -665,19 +665,27 @@ class SessionDB(
         )
 
     def replace_messages(
-        self, session_id: str, messages_: Sequence[dict[str, Any]], active_only: bool = False
+        self,
+        session_id: str,
+        messages: Sequence[dict[str, Any]],  # upstream's name: callers pass it by keyword
+        active_only: bool = False,
     ) -> None:
-        """Atomically replace a session's transcript with ``messages_`` (OpenAI-style dicts).
+        """Atomically replace a session's transcript with ``messages`` (OpenAI-style dicts).
 
         By default every stored row of the session goes, archived and rewound history
         included; ``active_only=True`` replaces only the live rows and keeps that history.
         A dict's ``timestamp`` is kept, the others get increasing times from now. The
-        session's counters become those of ``messages_``.
+        session's counters become those of ``messages``.
         """
         require_str("session_id", session_id)
-        prepared = conversation.messages_from_dicts(messages_, self._encode_content)
+        prepared = conversation.messages_from_dicts(messages, self._encode_content)
+        self._replace_prepared(session_id, prepared, bool(active_only))
+
+    def _replace_prepared(self, session_id: str, prepared: Sequence[Any], active_only: bool) -> None:
+        # Apart from replace_messages, where a parameter named as upstream's hides the
+        # messages repository.
         self._write(
-            lambda db: messages.replace_all(db, session_id, prepared, active_only=bool(active_only)),
+            lambda db: messages.replace_all(db, session_id, prepared, active_only=active_only),
             "replacing messages",
         )
 

@@ -656,3 +656,10 @@ def test_conversation_round_trips_through_replace_messages(db, sid):
     conversation = db.get_messages_as_conversation(sid)
     db.replace_messages(sid, conversation)
     assert db.get_messages_as_conversation(sid) == conversation
+
+
+def test_replace_messages_takes_its_arguments_by_upstreams_names(db) -> None:
+    db.create_session("s", "cli")
+    db.append_message("s", "user", "old")
+    db.replace_messages(session_id="s", messages=[{"role": "user", "content": "new"}], active_only=True)
+    assert [m["content"] for m in db.get_messages("s")] == ["new"]
