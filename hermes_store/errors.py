@@ -127,11 +127,13 @@ class StoreTimeout(StoreError):
 
 
 class CopyRefused(StoreError):
-    """``hermes-store copy`` will not write into this target: it already holds sessions or
-    messages, it holds an interrupted copy and ``--resume`` was not given, or the source
-    has changed since the interrupted copy began."""
+    """``hermes-store copy`` will not run: the target already holds sessions or messages;
+    it holds an interrupted copy and neither ``--resume`` nor ``--restart`` was given; the
+    source changed since the interrupted copy began (only ``--restart`` goes on); or the
+    source cannot be read as it is (newer than this release, duplicate titles)."""
 
 
 class CopyMismatch(StoreError):
-    """A copy finished, but the target does not match the source (counts, per-session
-    counters or a search); the source was probably written to during the copy."""
+    """A copy (or ``hermes-store verify``) found the target unlike the source: the message
+    names the first difference (a table, key and column, or a missing or different index,
+    constraint or trigger). After a copy the source was probably written to meanwhile."""

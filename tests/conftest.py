@@ -229,6 +229,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 POSTGRES_ONLY_MODULES = (
     "*/hermes_store/db/column_types.py",
     "*/hermes_store/admin/copy_target.py",
+    "*/hermes_store/admin/postgresql_head_schema.py",
     "*/hermes_store/search/postgres/*",
     "*/hermes_store/db/backends/postgresql.py",
 )
@@ -255,6 +256,7 @@ LONGEST_MODULES = {
     "reliability/test_reliability_faults.py": 16,
     "postgres/test_pg_migration_0018.py": 15,
     "postgres/test_pg_open_policy.py": 11,
+    "postgres/test_pg_copy.py": 40,
 }
 """The modules whose tests take longest, with their seconds in all under the suite's own
 load (a full run's per-test times; modules a change has since shortened, scaled by their
