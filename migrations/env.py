@@ -25,9 +25,12 @@ What this adds to Alembic's stock ``env.py``, and why:
   (``hermes_store.schema.migration_ops``), under the short lock timeout and the
   session settings of :func:`~hermes_store.schema.migration_ops.session_settings`, also
   written at the top of ``--sql`` output. A session advisory lock keeps two migrators
-  apart; a migrator killed mid-statement loses its server statement within
-  ``client_connection_check_interval`` (PostgreSQL 14+). SQLite keeps one write
-  transaction per revision (``BEGIN IMMEDIATE``, transactional DDL).
+  apart (a waiter holds no transaction open); a migrator killed mid-statement loses its
+  server statement within ``client_connection_check_interval`` (PostgreSQL 14+). A
+  database found empty once the lock is held is built in ONE transaction instead
+  (``config.attributes["fresh_database"]``), so other processes see it empty or at
+  head and a killed build leaves it empty. SQLite keeps one write transaction per
+  revision (``BEGIN IMMEDIATE``, transactional DDL).
 """
 
 from __future__ import annotations
@@ -44,9 +47,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.db.backends.postgresql import MIGRATION_LOCK_KEY
 from hermes_store.db.engine import create_engine, resolve_url, write_engine
-from hermes_store.errors import SchemaError
 from hermes_store.schema import legacy, migration_guard, migration_ops
-from hermes_store.schema.migrate import MIGRATION_LOCK_WAIT_S
+from hermes_store.schema.migrate import LOCK_POLL_S, MIGRATION_LOCK_WAIT_S, migration_lock_wait_exceeded
 from hermes_store.schema.models import Base
 from hermes_store.schema.revisions import History, history
 
@@ -200,26 +202,53 @@ def run_migrations_offline() -> None:
 
 
 def prepare_server_session(connection: Connection) -> None:
-    """Session settings and the migrators' advisory lock on PostgreSQL (autocommit).
+    """Session settings and the migrators' advisory lock on PostgreSQL.
 
     The lock is the one every migrator takes (also the transaction-scoped one of older
     releases), so two replicas starting an upgrade at once run it one after the other;
     a killed migrator's lock goes with its server statement (``client_connection_check_interval``).
+    Returns with no transaction open.
     """
     settings = dict(migration_ops.session_settings(), application_name=APPLICATION_NAME)
     if (connection.dialect.server_version_info or (0,)) >= (14,):
         settings["client_connection_check_interval"] = CLIENT_CHECK_INTERVAL
     for name, value in settings.items():
         connection.exec_driver_sql(f"SET {name} = '{value}'")
-    deadline = time.monotonic() + MIGRATION_LOCK_WAIT_S
-    while not connection.exec_driver_sql(f"SELECT pg_try_advisory_lock({MIGRATION_LOCK_KEY})").scalar():
-        if time.monotonic() > deadline:
-            raise SchemaError(
-                f"another migration of this database has held its lock for {MIGRATION_LOCK_WAIT_S:g} s; "
-                "wait for it to finish (or end it) and run the upgrade again"
-            )
-        time.sleep(0.25)
     connection.commit()
+    take_migration_lock(connection)
+
+
+def take_migration_lock(connection: Connection) -> None:
+    """Wait up to :data:`MIGRATION_LOCK_WAIT_S` for the migrators' session advisory lock.
+
+    Each attempt commits at once: a waiter that kept a transaction open would be one of
+    the transactions the running migrator's ``CREATE INDEX CONCURRENTLY`` waits out, so
+    replicas queueing behind a first deploy would stall the very build they wait for.
+    """
+    deadline = time.monotonic() + MIGRATION_LOCK_WAIT_S
+    while True:
+        taken = connection.exec_driver_sql(f"SELECT pg_try_advisory_lock({MIGRATION_LOCK_KEY})").scalar()
+        connection.commit()
+        if taken:
+            return
+        if time.monotonic() > deadline:
+            raise migration_lock_wait_exceeded()
+        time.sleep(LOCK_POLL_S)
+
+
+def holds_no_schema(connection: Connection) -> bool:
+    """True when the database has none of our tables (read in a transaction of its own).
+
+    Asked with the migrators' lock held, so the answer stays true until this migrator
+    commits: no other migrator can have started on the database meanwhile.
+    """
+    present = set(sa.inspect(connection).get_table_names())
+    connection.commit()
+    return not present & SCHEMA_MARKERS
+
+
+SCHEMA_MARKERS = frozenset({"alembic_version", "schema_version", "sessions", "messages"})
+"""Tables whose presence means a schema (ours, upstream's, or a partial one) exists."""
 
 
 def run_migrations_online() -> None:
@@ -241,15 +270,19 @@ def run_migrations_online() -> None:
         server = connection.dialect.name == "postgresql" and not connection.in_transaction()
         if server:
             prepare_server_session(connection)
-        context.configure(
-            connection=connection,
-            transactional_ddl=True,
-            **configure_options(),
-        )
+        # An empty database serves nobody yet: it is built in one transaction, so other
+        # openers see it empty or complete, and a killed build leaves it empty.
+        fresh = server and holds_no_schema(connection)
+        config.attributes["fresh_database"] = fresh
+        options = configure_options()
+        if fresh:
+            options["transaction_per_migration"] = False
+        context.configure(connection=connection, transactional_ddl=True, **options)
         try:
             with context.begin_transaction():
                 context.run_migrations()
         finally:
+            config.attributes.pop("fresh_database", None)
             if server and not connection.invalidated:
                 # Ending the session releases the advisory lock and the migration's
                 # settings (lock timeout, application name), which must not reach the

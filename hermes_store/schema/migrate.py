@@ -33,10 +33,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from hermes_store.db.backends import backend_for
+from hermes_store.db.backends.postgresql import MIGRATION_LOCK_KEY
 from hermes_store.db.engine import create_engine, write_engine
 from hermes_store.db.sqlite_errors import is_lock_error, raise_translated
 from hermes_store.domain.progress import ProgressFn
-from hermes_store.errors import SchemaBehind
+from hermes_store.errors import SchemaBehind, SchemaError
 from hermes_store.schema.legacy import NewerSchemaWarning
 from hermes_store.schema.revisions import OLDEST_RUNNABLE_REVISION, History, history
 from hermes_store.schema.revisions import migrations_path as migrations_path
@@ -53,6 +54,13 @@ T = TypeVar("T")
 
 MIGRATION_LOCK_WAIT_S = 120.0
 """How long an opener waits for another process's migration before giving up."""
+
+STALLED_MIGRATION_S = 5.0
+"""How long a server schema too old to run on may stay at one revision, while another
+process holds the migrators' lock, before opening stops waiting for it and refuses."""
+
+LOCK_POLL_S = 0.25
+"""Pause between two looks at the migrators' lock."""
 
 
 class SchemaBehindWarning(UserWarning):
@@ -160,6 +168,12 @@ def ensure_schema(
     ``hermes-store upgrade`` when it cannot. ``auto_upgrade=True`` migrates a server
     database on open too (development). While another process creates or migrates the
     database, a migrating open waits for it, up to :data:`MIGRATION_LOCK_WAIT_S`.
+
+    On a server, an empty database another process is creating is waited for (without
+    importing Alembic) and then used; a schema too old to run on is waited for while
+    another process's migration keeps moving it forward (it may be an older release
+    building the database revision by revision), and refused once it has stood still for
+    :data:`STALLED_MIGRATION_S` or no migration holds the lock.
     """
 
     # A brand-new file being switched to WAL, or a migration in rollback-journal mode, can
@@ -168,6 +182,11 @@ def ensure_schema(
         return read_schema_state(engine, script_location)
 
     state = _waiting_out_other_migrators(read, "reading the schema version")
+    if not (state.at_head or state.newer or backend_for(engine).is_file):
+        if state.empty:
+            state = _after_running_migration(engine, state, read, patience=None)
+        elif not (auto_upgrade or state.runnable):
+            state = _after_running_migration(engine, state, read, patience=STALLED_MIGRATION_S)
     if state.at_head or state.newer:
         if state.newer:
             _warn_newer(state)
@@ -178,6 +197,61 @@ def ensure_schema(
         return _use_behind_head(engine, state)
     upgrade(engine, script_location=script_location)
     return _waiting_out_other_migrators(read, "reading the schema version")
+
+
+def _after_running_migration(
+    engine: Engine, state: SchemaState, read: Callable[[], SchemaState], *, patience: float | None
+) -> SchemaState:
+    """While another process holds the migrators' lock on ``engine``'s server, wait; then
+    return the schema state as it is.
+
+    With ``patience`` set, stop waiting (returning the latest state) once the state has not
+    changed for that long: a long online upgrade of a real old schema is not waited for.
+    Without it, wait for the lock itself (a one-transaction build shows no progress), up to
+    :data:`MIGRATION_LOCK_WAIT_S`, then raise :class:`~hermes_store.errors.SchemaError`.
+    Each look is its own short statement: no transaction stays open while waiting.
+    """
+    deadline = time.monotonic() + MIGRATION_LOCK_WAIT_S
+    changed_at = time.monotonic()
+    while _migration_lock_held(engine):
+        now = time.monotonic()
+        if patience is not None and now - changed_at > patience:
+            return state
+        if now > deadline:
+            if patience is not None:
+                return state
+            raise migration_lock_wait_exceeded()
+        time.sleep(LOCK_POLL_S)
+        current = _waiting_out_other_migrators(read, "reading the schema version")
+        if current.at_head or current.newer:
+            return current
+        if current != state:
+            state, changed_at = current, time.monotonic()
+    return _waiting_out_other_migrators(read, "reading the schema version")
+
+
+def migration_lock_wait_exceeded() -> SchemaError:
+    """The error of a migrator that waited :data:`MIGRATION_LOCK_WAIT_S` for the lock in vain."""
+    return SchemaError(
+        f"another migration of this database has held its lock for {MIGRATION_LOCK_WAIT_S:g} s; "
+        "wait for it to finish (or end it) and run the upgrade again"
+    )
+
+
+# The migrators' advisory lock as pg_locks shows a 64-bit key: high half, low half, subid 1.
+_MIGRATION_LOCK_HELD = sa.text(
+    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND classid::bigint = :high AND objid::bigint = :low AND objsubid = 1)"
+).bindparams(high=MIGRATION_LOCK_KEY >> 32, low=MIGRATION_LOCK_KEY & 0xFFFFFFFF)
+
+
+def _migration_lock_held(engine: Engine) -> bool:
+    """True when some session holds the migrators' lock on the database (PostgreSQL)."""
+    if backend_for(engine).name != "postgresql":
+        return False
+    with engine.connect() as connection:
+        return bool(connection.execute(_MIGRATION_LOCK_HELD).scalar())
 
 
 def _use_behind_head(engine: Engine, state: SchemaState) -> SchemaState:
@@ -274,8 +348,10 @@ def upgrade(
     Legacy upstream databases are adopted first. On SQLite the whole upgrade runs in one
     write transaction, so it either completes or leaves the database as it was. On
     PostgreSQL it runs online, step by step (``docs/postgresql.md``, "Online
-    migrations"): a run that stops part-way is completed by the next. ``progress``
-    hears about long steps (backfills, index builds).
+    migrations"): a run that stops part-way is completed by the next. An empty PostgreSQL
+    database is the exception: nothing serves from it yet, so it is built in one
+    transaction, and other processes see it empty or complete. ``progress`` hears about
+    long steps (backfills, index builds).
     """
     _run_alembic(target, "upgrade", revision, script_location, progress)
 

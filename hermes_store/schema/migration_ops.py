@@ -104,6 +104,15 @@ def execute_all(statements: Iterable[str]) -> None:
 # needs a lock readers or writers would queue behind waits at most LOCK_TIMEOUT for it and
 # is retried with backoff, indexes are built CONCURRENTLY, and rows are filled in bounded
 # batches. Each step is idempotent, so a run killed at any point is completed by the next.
+#
+# An empty database is the exception ("fresh build", decided by migrations/env.py under the
+# migrators' lock): nothing reads or writes it yet, so the whole history runs in ONE
+# transaction instead. Other openers then see it empty or at head, never part-way, and a
+# build killed part-way leaves it empty. In that mode the helpers below stay inside the
+# transaction, build and drop indexes without CONCURRENTLY (which a transaction refuses),
+# run each blocking statement once (a lock timeout inside the transaction would abort it,
+# and no other session can see the new tables to hold a lock on them), and the batch
+# fills find no rows.
 
 LOCK_TIMEOUT = "500ms"
 """How long a blocking DDL statement may wait for its lock. While it waits, readers and
@@ -164,13 +173,28 @@ def is_online_server() -> bool:
     return dialect_name() == "postgresql" and not is_offline()
 
 
+def is_fresh_build() -> bool:
+    """True when an empty PostgreSQL database is being built in one transaction.
+
+    ``migrations/env.py`` sets ``config.attributes["fresh_database"]`` after finding the
+    database empty under the migrators' lock.
+    """
+    from alembic import context
+
+    return is_online_server() and bool(context.config.attributes.get("fresh_database"))
+
+
 @contextmanager
 def outside_transaction() -> Iterator[None]:
     """Run the enclosed PostgreSQL steps each in its own transaction (autocommit).
 
     In ``--sql`` output this is a ``COMMIT`` before and a ``BEGIN`` after, so the
     ``CONCURRENTLY`` statements between run outside a transaction block in ``psql``.
+    In a fresh build the steps stay in the build's one transaction.
     """
+    if is_fresh_build():
+        yield
+        return
     with op.get_context().autocommit_block():
         yield
 
@@ -185,9 +209,9 @@ def with_lock_retry(work: Callable[[], T], what: str) -> T:
 
     Online on PostgreSQL each attempt is its own transaction, so a step that got its lock
     holds it only for the statement. Elsewhere (SQLite, ``--sql``) ``work`` runs once, in
-    the migration's transaction, as before.
+    the migration's transaction, as before; so does a fresh build's.
     """
-    if not is_online_server():
+    if not is_online_server() or is_fresh_build():
         return work()
     if _in_autocommit():
         return _retrying(work, what)
@@ -263,7 +287,12 @@ def create_index_concurrently(name: str, statement: str) -> None:
 
     Must run inside :func:`outside_transaction`. Reports the build's progress (blocks,
     then tuples) from ``pg_stat_progress_create_index`` when the caller asked for progress.
+    A fresh build runs the statement without ``CONCURRENTLY``, in its transaction, over
+    an empty table.
     """
+    if is_fresh_build():
+        op.execute(sa.text(statement.replace(" CONCURRENTLY ", " ", 1)))
+        return
     table = statement.split(" ON ", 1)[1].split()[0]
     with lifted_timeouts():
         if name in invalid_index_names(table):
@@ -274,7 +303,11 @@ def create_index_concurrently(name: str, statement: str) -> None:
 
 
 def drop_index_concurrently(name: str) -> None:
-    """``DROP INDEX CONCURRENTLY IF EXISTS`` (inside :func:`outside_transaction`)."""
+    """``DROP INDEX CONCURRENTLY IF EXISTS`` (inside :func:`outside_transaction`); a
+    plain ``DROP INDEX IF EXISTS`` in a fresh build's transaction."""
+    if is_fresh_build():
+        op.execute(sa.text(f"DROP INDEX IF EXISTS {name}"))
+        return
     with lifted_timeouts():
         op.execute(sa.text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
 
