@@ -9,7 +9,8 @@ otherwise depends on where the store lives:
   transaction (``BEGIN IMMEDIATE``), so concurrent first opens queue up instead of
   migrating twice, and a crash mid-way leaves the file as it was;
 * a database server is migrated by a deploy step (``hermes-store upgrade``), never by the
-  processes serving from it: opening creates the schema only in an empty database, uses
+  processes serving from it: opening creates the schema only in an empty database (in
+  one transaction, so that replicas starting together see it empty or complete), uses
   a schema behind head as it is when this release can run on it
   (:data:`~hermes_store.schema.revisions.OLDEST_RUNNABLE_REVISION`, with a
   :class:`SchemaBehindWarning`) and refuses an older one
@@ -23,6 +24,7 @@ import logging
 import os
 import random
 import sqlite3
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -399,7 +401,18 @@ def _run_alembic(
 def _alembic_command(verb: str) -> Callable[[Config, str], None]:
     from alembic import command
 
-    return cast(Callable[["Config", str], None], getattr(command, verb))
+    run = cast(Callable[["Config", str], None], getattr(command, verb))
+
+    def one_at_a_time(config: Config, revision: str) -> None:
+        with _ALEMBIC_IN_USE:
+            run(config, revision)
+
+    return one_at_a_time
+
+
+_ALEMBIC_IN_USE = threading.Lock()
+"""Alembic keeps the running migration in module globals (``alembic.context``), so two
+threads of one process must not run it at once (two stores opening one new database)."""
 
 
 def current_revision(target: Engine | str | os.PathLike[str] | None = None) -> str | None:

@@ -14,6 +14,7 @@ compared catalog to catalog.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from pg_catalog import MIGRATOR, catalog, engine_for, scalar, wait_for
 from support import REPO_ROOT, migrate_to, subprocess_env
 
 from hermes_store import SchemaBehind, SessionDB, current_revision
+from hermes_store.aio import AsyncSessionDB
 from hermes_store.db.backends.postgresql import MIGRATION_LOCK_KEY
 from hermes_store.schema import migrate
 from hermes_store.schema.revisions import history
@@ -142,6 +144,33 @@ def test_every_replica_opens_an_empty_database_and_it_ends_at_head(
     _all_open(replicas, gap_s)
     assert current_revision(pg_url) == HEAD
     assert catalog(pg_url) == online_catalog
+
+
+def test_async_and_sync_openers_in_one_process_both_open_an_empty_database(pg_url: str) -> None:
+    go = threading.Barrier(3)
+    outcomes: list[object] = []
+
+    def open_sync() -> None:
+        go.wait()
+        try:
+            SessionDB(url=pg_url).close()
+            outcomes.append("sync")
+        except Exception as exc:  # reported by the assertion below
+            outcomes.append(exc)
+
+    async def open_async() -> None:
+        go.wait()
+        async with AsyncSessionDB(url=pg_url) as store:
+            await store.create_session("async-opener", "api")
+
+    threads = [threading.Thread(target=open_sync, daemon=True) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    asyncio.run(open_async())
+    for thread in threads:
+        thread.join(timeout=DEADLINE_S)
+    assert outcomes == ["sync", "sync"]
+    assert current_revision(pg_url) == HEAD
 
 
 def _migrator_building(url: str) -> bool:
