@@ -265,9 +265,15 @@ def _use_behind_head(engine: Engine, state: SchemaState) -> SchemaState:
     )
     command = upgrade_command(engine)
     if not state.runnable:
+        # A migration that stood still (a long backfill) may still finish the job.
+        running = (
+            "another process is migrating it but has not moved it lately; "
+            if _migration_lock_held(engine)
+            else ""
+        )
         raise SchemaBehind(
             f"the database is at schema {found}, older than this hermes_store can run on "
-            f"(at least {OLDEST_RUNNABLE_REVISION}, head {state.scripts.head}); "
+            f"(at least {OLDEST_RUNNABLE_REVISION}, head {state.scripts.head}); {running}"
             f"opening never migrates a server database: run {command}"
         )
     message = (

@@ -294,8 +294,10 @@ def test_an_old_schema_whose_migration_stands_still_is_refused(
 ) -> None:
     monkeypatch.setattr(migrate, "STALLED_MIGRATION_S", 0.5)
     migrate_to(pg_url, "0005")
-    with migration_lock(pg_url), pytest.raises(SchemaBehind, match="revision 0005"):
+    with migration_lock(pg_url), pytest.raises(SchemaBehind, match="revision 0005") as refused:
         SessionDB(url=pg_url)
+    assert "another process is migrating it but has not moved it lately" in str(refused.value)
+    assert str(refused.value).endswith("upgrade'")
     assert current_revision(pg_url) == "0005"
 
 
