@@ -189,6 +189,9 @@ def ensure_schema(
             state = _after_running_migration(engine, state, read, patience=None)
         elif not (auto_upgrade or state.runnable):
             state = _after_running_migration(engine, state, read, patience=STALLED_MIGRATION_S)
+    if state.at_head and backend_for(engine).is_file and _stamped_lower(state):
+        _run_last_version_step_again(engine, state, script_location)
+        return _waiting_out_other_migrators(read, "reading the schema version")
     if state.at_head or state.newer:
         if state.newer:
             _warn_newer(state)
@@ -199,6 +202,34 @@ def ensure_schema(
         return _use_behind_head(engine, state)
     upgrade(engine, script_location=script_location)
     return _waiting_out_other_migrators(read, "reading the schema version")
+
+
+def _stamped_lower(state: SchemaState) -> bool:
+    """Whether a file at our head holds an upstream ``schema_version`` below the one head
+    writes: another program wrote it lower (upstream itself never does), and upstream would
+    take that as a reason to run its version-gated data fixes on the file again."""
+    head_version = state.scripts.head_schema_version
+    version = state.legacy_version
+    return version is not None and head_version is not None and version < head_version
+
+
+def _run_last_version_step_again(engine: Engine, state: SchemaState, script_location: str | None) -> None:
+    """Step a file stamped lower back to the revision before the one that set head's
+    ``schema_version``, and upgrade: that revision adds whatever is missing, runs the data
+    fixes the lower version calls for, and stamps the version again. Interrupted, the file
+    is left at that earlier revision, which the next open upgrades."""
+    scripts = state.scripts
+    step = scripts.schema_versions.index(scripts.head_schema_version)
+    before = scripts.revisions[step - 1]
+    log.warning(
+        "schema_version %s is below %s, which this store writes: running revision %s again",
+        state.legacy_version,
+        scripts.head_schema_version,
+        scripts.revisions[step],
+    )
+    with engine.begin() as connection:
+        connection.execute(sa.text("UPDATE alembic_version SET version_num = :before"), {"before": before})
+    upgrade(engine, script_location=script_location)
 
 
 def _after_running_migration(
