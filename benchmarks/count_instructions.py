@@ -7,7 +7,7 @@ appends ``--warmup`` messages of the realistic mix (``bench_targets.messages_for
 ``--appends`` more. The same run without the last appends is subtracted, so start-up,
 imports and the warm-up cancel out::
 
-    python -m benchmarks.count_instructions [--appends 300] [--warmup 200]
+    python -m benchmarks.count_instructions [--appends 300] [--warmup 200] [--upstream-commit SHA]
 
 Prints instructions per append and the ratio to upstream Hermes (skipped with a message
 when the upstream mirror is absent). A run takes a few minutes: Python runs about fifty
@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.bench_targets import load_average
-from benchmarks.upstream import upstream_folder
+from benchmarks.upstream import HEAD_COMMIT, upstream_folder
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,11 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--appends", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--sides", default="upstream,sqlite3,hermes_store")
+    parser.add_argument(
+        "--upstream-commit",
+        default=HEAD_COMMIT,
+        help="the upstream Hermes commit to compare with (default: the one the drop-in follows)",
+    )
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         print("valgrind is not installed (apt-get install valgrind)")
         return 1
-    upstream = upstream_folder()
+    upstream = upstream_folder(args.upstream_commit)
     sides = [side for side in args.sides.split(",") if side != "upstream" or upstream is not None]
     if upstream is None:
         print("upstream Hermes skipped: no mirror of 0xK8oX/hermes-agent (see benchmarks/upstream.py)")
