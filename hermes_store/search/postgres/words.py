@@ -4,7 +4,8 @@ PostgreSQL)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import orm
@@ -85,18 +86,10 @@ def word_hits(
     the order means; a caller asking for more hits than exist gets every one.
     """
     params: dict[str, Any] = {}
-    pairs: list[str] = []
-    if has_unicode61_vectors(db):
-        parsed = parse_word_query(match)
-        if parsed is None:
-            return []
-        params["q"], pairs = parsed
-        query = "CAST(:q AS tsquery)"
-    else:
-        legacy = tsquery_sql(match, params)
-        if legacy is None:
-            return []
-        query = legacy
+    parsed = _word_query(db, match, params)
+    if parsed is None:
+        return []
+    query, pairs = parsed
     vector = STORED_TSVECTOR if has_search_objects(db) else COMPUTED_TSVECTOR
     source, where = filtered_source(filters, params)
     wanted = offset + limit
@@ -106,8 +99,47 @@ def word_hits(
     if order != "rank":
         page = _hits_by_time(db, vector, query, source, where, params, order, wanted)[offset:]
         return _word_page(db, query, params, page) if page else []
+    ranking = _RankedSlice(vector, query, source, where)
+    statements = _slice_statements(db, ranking, pairs, params, int(newest))
+    rows = _ranked_in_slices(db, statements, params, int(newest), wanted)
+    rows.sort(key=lambda row: (-float(row[1]), -int(row[0])))
+    page = rows[offset : offset + limit]
+    if not page:
+        return []
+    return _word_page(db, query, params, page)
 
-    def ranked(matched: str, newest_slice: bool, narrowed_by: str = "", bounds: str = WINDOW_BOUNDS) -> str:
+
+def _word_query(db: orm.Session, match: str, params: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """The tsquery expression of ``match`` (its values bound in ``params``) and the word
+    pairs of its phrases, or ``None`` when it matches nothing. A store whose vectors
+    follow FTS5's unicode61 tokens gets the parsed query; an older one the legacy form."""
+    if has_unicode61_vectors(db):
+        parsed = parse_word_query(match)
+        if parsed is None:
+            return None
+        params["q"], pairs = parsed
+        return "CAST(:q AS tsquery)", pairs
+    legacy = tsquery_sql(match, params)
+    if legacy is None:
+        return None
+    return legacy, []
+
+
+@dataclass(frozen=True)
+class _RankedSlice:
+    """What every ranking statement of one word search shares: the vector it ranks, the
+    tsquery, the filtered source and its extra conditions."""
+
+    vector: str
+    query: str
+    source: str
+    where: str
+
+    def statement(
+        self, matched: str, newest_slice: bool, narrowed_by: str = "", bounds: str = WINDOW_BOUNDS
+    ) -> str:
+        """The best ``:wanted`` matches of one slice of ids, testing ``matched`` (the vector
+        in an indexed or unindexed form) after the ``narrowed_by`` conditions."""
         # The tsquery is written out where it is used (not read from a CTE) so the planner
         # folds it to a constant and estimates its matches from the GIN statistics. The
         # newest slice needs no upper bound (nothing is newer); one would make the key look
@@ -115,13 +147,40 @@ def word_hits(
         if newest_slice:
             bounds = "m.id > :floor"
         return f"""
-            SELECT m.id, ts_rank({vector}, {query}) AS score
-            FROM {source}
-            WHERE {narrowed_by}{matched} @@ {query} AND {bounds} {where}
+            SELECT m.id, ts_rank({self.vector}, {self.query}) AS score
+            FROM {self.source}
+            WHERE {narrowed_by}{matched} @@ {self.query} AND {bounds} {self.where}
             ORDER BY score DESC, m.id DESC
             LIMIT :wanted
         """
 
+
+@dataclass(frozen=True)
+class _SliceStatements:
+    """The statements a ranked word search chooses among, slice by slice, and what the
+    choice of the next older slice weighs."""
+
+    checked: str
+    """The newest slice: every row's vector checked, no index."""
+    looked_up: str
+    """An older slice whose matches an index finds, in one statement."""
+    walked: str
+    """An older slice checked row by row, like the newest."""
+    looked_up_between: Callable[[str], str]
+    """The lookup of an older slice within the given bounds (one arm of an id bucket)."""
+    by_pairs: bool
+    """Whether the lookups find their candidates in the word-pair index."""
+    by_bucket: bool
+    """Whether an older slice's lookup is split by id bucket."""
+    row_cost: float | None
+    """What a walked row costs in posting-list entries; ``None``: never walk."""
+
+
+def _slice_statements(
+    db: orm.Session, ranking: _RankedSlice, pairs: Sequence[str], params: dict[str, Any], newest: int
+) -> _SliceStatements:
+    """The statements of each kind of slice, and how the next older slice is weighed."""
+    vector = ranking.vector
     # The newest window's vectors are checked one by one (a COALESCE no index is built
     # on): 2,048 rows cost 1-5 ms, where the planner, misled by GIN's estimates, would
     # expand a prefix through the index (``drea*``: 75,456 entries, 67 ms at a million
@@ -131,28 +190,46 @@ def word_hits(
     # against 92-97 ms looked up). A computed vector (a store before revision 0012) would
     # cost a to_tsvector per row instead: it keeps its index.
     unindexed = f"COALESCE({vector}, ''::tsvector)" if vector == STORED_TSVECTOR else vector
-    checked = ranked(unindexed, True)
-    looked_up_by_pairs = bool(pairs) and vector == STORED_TSVECTOR and reaches(db, WORD_PAIRS_REVISION)
+    checked = ranking.statement(unindexed, True)
+    by_pairs = bool(pairs) and vector == STORED_TSVECTOR and reaches(db, WORD_PAIRS_REVISION)
     # A phrase's older slices find their candidates in the word-pair index (revision
     # 0017) and only check the vector on them: its words' posting lists would hand back
     # every message holding the words, side by side or not.
     looked_up_by, narrowed_by = (
-        (unindexed, _word_pairs_condition(pairs, params) + " AND ") if looked_up_by_pairs else (vector, "")
+        (unindexed, _word_pairs_condition(pairs, params) + " AND ") if by_pairs else (vector, "")
     )
-    looked_up = ranked(looked_up_by, False, narrowed_by)
+    looked_up = ranking.statement(looked_up_by, False, narrowed_by)
     by_bucket = (
-        vector == STORED_TSVECTOR and splits_by_bucket(int(newest)) and reaches(db, BUCKETED_INDEXES_REVISION)
+        vector == STORED_TSVECTOR and splits_by_bucket(newest) and reaches(db, BUCKETED_INDEXES_REVISION)
     )
-    walked = ranked(unindexed, False)
+    walked = ranking.statement(unindexed, False)
     # A walked row costs this many posting-list entries; a computed vector is never walked
     # (each row would pay a to_tsvector).
     row_cost: float | None = None
     if vector == STORED_TSVECTOR:
-        row_cost = WALKED_ROW_COST_BESIDE_PAIRS if looked_up_by_pairs and len(pairs) > 1 else WALKED_ROW_COST
-    # Each window is the slice of ids older than the last; a row's score does not depend
-    # on the other rows, so ranking the slices' best and merging them ranks their union.
+        row_cost = WALKED_ROW_COST_BESIDE_PAIRS if by_pairs and len(pairs) > 1 else WALKED_ROW_COST
+    return _SliceStatements(
+        checked=checked,
+        looked_up=looked_up,
+        walked=walked,
+        looked_up_between=lambda bounds: ranking.statement(looked_up_by, False, narrowed_by, bounds),
+        by_pairs=by_pairs,
+        by_bucket=by_bucket,
+        row_cost=row_cost,
+    )
+
+
+def _ranked_in_slices(
+    db: orm.Session, statements: _SliceStatements, params: dict[str, Any], newest: int, wanted: int
+) -> list[tuple[Any, ...]]:
+    """The best ``wanted`` matches of each slice of ids, newest slice first, as ``(id,
+    score)``, until the slices hold ``wanted`` or cover every message (unsorted).
+
+    Each window is the slice of ids older than the last; a row's score does not depend on
+    the other rows, so ranking the slices' best and merging them ranks their union.
+    """
     rows: list[tuple[Any, ...]] = []
-    sql, ceiling, window = checked, int(newest), FIRST_WORD_WINDOW
+    sql, ceiling, window = statements.checked, newest, FIRST_WORD_WINDOW
     by_arm: dict[str, Any] = {}
     while True:
         floor = ceiling - window
@@ -160,26 +237,21 @@ def word_hits(
             db, sql, {**params, **by_arm, "floor": floor, "ceiling": ceiling, "wanted": wanted}
         )
         if len(rows) >= wanted or floor <= 0:
-            break
+            return rows
         window, walk = _older_slice(
-            int(newest), floor, len(rows), wanted, row_cost, looked_up_by_pairs, by_bucket
+            newest, floor, len(rows), wanted, statements.row_cost, statements.by_pairs, statements.by_bucket
         )
-        sql, ceiling = (walked if walk else looked_up), floor
-        arms = bucket_arms(max(ceiling - window, 0), ceiling) if by_bucket and not walk else None
+        sql, ceiling = (statements.walked if walk else statements.looked_up), floor
+        arms = bucket_arms(max(ceiling - window, 0), ceiling) if statements.by_bucket and not walk else None
         if arms:
             # The slice's lookup, one arm per id bucket (revision 0018): each reads its
             # own bucket's posting-list entries, not the whole store's.
             sql, by_arm = split_by_bucket(
                 arms,
-                lambda bounds: ranked(looked_up_by, False, narrowed_by, bounds),
+                statements.looked_up_between,
                 "id, score",
                 "ORDER BY score DESC, id DESC LIMIT :wanted",
             )
-    rows.sort(key=lambda row: (-float(row[1]), -int(row[0])))
-    page = rows[offset : offset + limit]
-    if not page:
-        return []
-    return _word_page(db, query, params, page)
 
 
 def _hits_by_time(
