@@ -186,8 +186,12 @@ class SessionDB(facade.SessionDB):
         if path is not None and not read_only:
             options["creator"] = _state_db_connector(path)
 
+        # Bound here: a name lookup of SessionDB at call time would find whatever a caller
+        # patched onto this module (Hermes' tests put factories there).
+        open_store = super().__init__
+
         def open_once() -> None:
-            super(SessionDB, self).__init__(db_path, url=url, engine=engine, read_only=read_only, **options)
+            open_store(db_path, url=url, engine=engine, read_only=read_only, **options)
 
         try:
             _raise_as_sqlite_error(open_once)

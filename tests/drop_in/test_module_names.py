@@ -6,6 +6,8 @@ import logging
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 import hermes_state
 
 UPSTREAM_NAMES = (
@@ -76,5 +78,19 @@ def test_every_drop_in_write_passes_through_execute_write(tmp_path: Path) -> Non
         assert db._execute_write(lambda conn: conn.execute("SELECT 1").fetchone()[0]) == 1
         assert len(seen) == 3
         assert db.get_session("s1")["model"] == "m"  # type: ignore[index]
+    finally:
+        db.close()
+
+
+def test_a_factory_patched_over_the_class_still_opens_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hermes' tests replace ``hermes_state.SessionDB`` with a factory of the real class."""
+    real = hermes_state.SessionDB
+    monkeypatch.setattr(hermes_state, "SessionDB", lambda: real(db_path=tmp_path / "state.db"))
+    db = hermes_state.SessionDB()
+    try:
+        db.create_session("s1", "cli")
+        assert db.session_count() == 1
     finally:
         db.close()
