@@ -4,7 +4,8 @@ that the ``pg_trgm`` and CJK gram indexes (or a walk of the newest rows) answer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from sqlalchemy import orm
 
@@ -76,42 +77,19 @@ def substring_hits(
     window's hits predict that :data:`SECOND_SUBSTRING_WINDOW` more ids hold the rest of
     the page, those are searched before everything older: ``the 记忆`` has 18 hits in the
     newest window, and the rest of the store would check all 21,711 messages holding
-    记忆 (143 ms) to find the other two.
-
-    Before any of that, a search that one index key would answer
-    (:func:`_looked_up_by_one_key`) walks the newest :data:`WALKED_SUBSTRING_WINDOW` ids by
-    the primary key, newest first, testing each row's stored grams (no index) until the
-    page is full: GIN hands over a key's whole posting list whatever the window (37,157
-    entries, 4.7 ms of a 6.4 ms window for 如果 at a million messages; ten times that at
-    ten million), while the walk
-    costs about 2.6 µs a row whatever the store holds and stops at the page's last hit
-    (907 rows, 2.3 ms). A rarer term, which the walk does not fill, then costs the walk
-    plus the gram index's short posting lists. Only a containment of one gram is walked:
-    GIN intersects several (``them 那个`` asks for 那个, ``the`` and ``hem``) by skipping
-    through their posting lists, 143 candidates in 0.5 ms over the whole store, where a
-    walk that rarely fills costs 4 ms.
+    记忆 (143 ms) to find the other two. Before any of that, a search one index key
+    would answer may walk the newest rows (:func:`_newest_hits`).
     """
     newest = newest_id_with_search_memory(db)
     if newest is None:
         return []
-    grams_source = cjk_grams_source(db)
-    # With the stored grams keyed by id bucket (revision 0018) in a store that reaches
-    # enough buckets, a CJK term pg_trgm could serve is looked up by its grams too: the
-    # gram index reads a window's buckets, pg_trgm's posting list the whole store.
-    bucketed = (
-        grams_source == STORED_CJK_GRAMS
-        and splits_by_bucket(int(newest))
-        and reaches(db, BUCKETED_INDEXES_REVISION)
-    )
-    grams_of = cjk_grams_of if bucketed else required_cjk_grams
-    narrowed = grams_source is not None and any(
-        grams_of(term) for group in plan.groups for term in group.required
-    )
-    # Asked only when a gram condition is written: a database not yet at 0016 costs a
-    # look at its revision per search, which other substring searches need not pay.
-    with_trigrams = narrowed and grams_source == STORED_CJK_GRAMS and grams_hold_ascii_trigrams(db)
+    grams = _gram_use(db, plan, int(newest))
     condition, terms = substring_condition(
-        plan, params, grams_source=grams_source, ascii_trigrams_in_grams=with_trigrams, grams_of=grams_of
+        plan,
+        params,
+        grams_source=grams.source,
+        ascii_trigrams_in_grams=grams.with_trigrams,
+        grams_of=grams.grams_of,
     )
     if not terms:
         return []
@@ -125,48 +103,148 @@ def substring_hits(
         ordered_by = SUBSTRING_ORDER_BY[order]
         found = _substring_page(db, source, condition, where, {**params, **bounds}, None, ordered_by)
         return _with_snippets(found[params["offset"] :], plan, terms[0])
-    # The bounded windows' form of a narrowed search (the others use ``condition`` only).
+    windows = _windows_of(db, plan, params, grams, source, condition, where)
+    hits = _newest_hits(windows, plan, params, grams, int(newest))
+    return _with_snippets(hits[params["offset"] : windows.wanted], plan, terms[0])
+
+
+class _GramUse(NamedTuple):
+    """How a substring search uses the CJK gram index."""
+
+    source: str | None
+    """The stored grams column or the indexed expression; ``None``: no gram condition."""
+    bucketed: bool
+    """Whether the stored grams are keyed by id bucket in a store that reaches enough buckets."""
+    grams_of: Callable[[str], list[str]]
+    """What gives a term's grams."""
+    narrowed: bool
+    """Whether some required term is looked up by its grams."""
+    with_trigrams: bool
+    """Whether the stored grams hold ASCII trigrams too (revision 0016)."""
+
+
+def _gram_use(db: orm.Session, plan: SearchPlan, newest: int) -> _GramUse:
+    """How the gram index serves ``plan`` in a store whose newest message id is ``newest``."""
+    grams_source = cjk_grams_source(db)
+    # With the stored grams keyed by id bucket (revision 0018) in a store that reaches
+    # enough buckets, a CJK term pg_trgm could serve is looked up by its grams too: the
+    # gram index reads a window's buckets, pg_trgm's posting list the whole store.
+    bucketed = (
+        grams_source == STORED_CJK_GRAMS
+        and splits_by_bucket(newest)
+        and reaches(db, BUCKETED_INDEXES_REVISION)
+    )
+    grams_of = cjk_grams_of if bucketed else required_cjk_grams
+    narrowed = grams_source is not None and any(
+        grams_of(term) for group in plan.groups for term in group.required
+    )
+    # Asked only when a gram condition is written: a database not yet at 0016 costs a
+    # look at its revision per search, which other substring searches need not pay.
+    with_trigrams = narrowed and grams_source == STORED_CJK_GRAMS and grams_hold_ascii_trigrams(db)
+    return _GramUse(grams_source, bucketed, grams_of, narrowed, with_trigrams)
+
+
+@dataclass
+class _Windows:
+    """The windows of ids one substring search reads, newest first, and the hits they held."""
+
+    db: orm.Session
+    source: str
+    where: str
+    condition: str
+    params: dict[str, Any]
+    checked: str
+    """The bounded windows' form of a narrowed search's condition (else ``condition``)."""
+    checked_params: dict[str, Any]
+    by_bucket: bool
+    """Whether a window the gram index answers names its id buckets (revision 0018)."""
+    wanted: int
+    hits: list[dict[str, Any]] = field(default_factory=list)
+
+    def read(self, ceiling: int, floor: int, bounded_form: bool) -> int:
+        """Add the hits among the ids in ``(floor, ceiling]`` (the condition in its bounded
+        windows' form or not), as many as the page still needs; returns ``floor``."""
+        sql_condition, sql_params = (
+            (self.checked, self.checked_params) if bounded_form else (self.condition, self.params)
+        )
+        arms = bucket_arms(floor, ceiling) if self.by_bucket and bounded_form else None
+        return self.read_with(sql_condition, sql_params, ceiling, floor, arms)
+
+    def read_with(
+        self,
+        condition: str,
+        params: dict[str, Any],
+        ceiling: int,
+        floor: int,
+        arms: list[tuple[int, int, int]] | None = None,
+    ) -> int:
+        """Add the hits of ``condition`` among the ids in ``(floor, ceiling]``; returns ``floor``."""
+        bounds = {"floor": floor, "ceiling": ceiling, "need": self.wanted - len(self.hits)}
+        self.hits += _substring_page(self.db, self.source, condition, self.where, {**params, **bounds}, arms)
+        return floor
+
+
+def _windows_of(
+    db: orm.Session,
+    plan: SearchPlan,
+    params: dict[str, Any],
+    grams: _GramUse,
+    source: str,
+    condition: str,
+    where: str,
+) -> _Windows:
+    """The windows of a relevance-ordered search, none read yet."""
     checked, checked_params = condition, params
-    if narrowed:
-        checked, checked_params = _checked_form(plan, params, grams_source, with_trigrams, grams_of)
+    if grams.narrowed:
+        checked, checked_params = _checked_form(
+            plan, params, grams.source, grams.with_trigrams, grams.grams_of
+        )
     wanted = params["offset"] + params["limit"]
-    # A window the gram index answers names its id buckets (revision 0018).
-    by_bucket = narrowed and bucketed
+    by_bucket = grams.narrowed and grams.bucketed
+    return _Windows(db, source, where, condition, params, checked, checked_params, by_bucket, wanted)
 
-    def window(ceiling: int, floor: int, bounded_form: bool) -> tuple[list[dict[str, Any]], int]:
-        sql_condition, sql_params = (checked, checked_params) if bounded_form else (condition, params)
-        bounds = {"floor": floor, "ceiling": ceiling, "need": wanted - len(hits)}
-        arms = bucket_arms(floor, ceiling) if by_bucket and bounded_form else None
-        page = _substring_page(db, source, sql_condition, where, {**sql_params, **bounds}, arms)
-        return page, floor
 
-    hits: list[dict[str, Any]] = []
-    floor = int(newest)
-    if grams_source == STORED_CJK_GRAMS and _looked_up_by_one_key(plan, with_trigrams):
-        walked, walked_params = _checked_form(plan, params, STORED_GRAMS_CHECKED, with_trigrams, cjk_grams_of)
-        floor = max(floor - WALKED_SUBSTRING_WINDOW, 0)
-        bounds = {"floor": floor, "ceiling": int(newest), "need": wanted}
-        hits += _substring_page(db, source, walked, where, {**walked_params, **bounds})
-    rest_of_first = FIRST_SUBSTRING_WINDOW - (int(newest) - floor)
-    if len(hits) < wanted and floor > 0 and rest_of_first > 0:
+def _newest_hits(
+    windows: _Windows, plan: SearchPlan, params: dict[str, Any], grams: _GramUse, newest: int
+) -> list[dict[str, Any]]:
+    """The first ``windows.wanted`` hits, newest first: a walk of the newest ids when one
+    index key would answer, the rest of the first window, then older and wider ones.
+
+    A search that one index key would answer (:func:`_looked_up_by_one_key`) first walks
+    the newest :data:`WALKED_SUBSTRING_WINDOW` ids by the primary key, newest first,
+    testing each row's stored grams (no index) until the page is full: GIN hands over a
+    key's whole posting list whatever the window (37,157 entries, 4.7 ms of a 6.4 ms
+    window for 如果 at a million messages; ten times that at ten million), while the walk
+    costs about 2.6 µs a row whatever the store holds and stops at the page's last hit
+    (907 rows, 2.3 ms). A rarer term, which the walk does not fill, then costs the walk
+    plus the gram index's short posting lists. Only a containment of one gram is walked:
+    GIN intersects several (``them 那个`` asks for 那个, ``the`` and ``hem``) by skipping
+    through their posting lists, 143 candidates in 0.5 ms over the whole store, where a
+    walk that rarely fills costs 4 ms.
+    """
+    wanted = windows.wanted
+    floor = newest
+    if grams.source == STORED_CJK_GRAMS and _looked_up_by_one_key(plan, grams.with_trigrams):
+        walked, walked_params = _checked_form(
+            plan, params, STORED_GRAMS_CHECKED, grams.with_trigrams, cjk_grams_of
+        )
+        floor = windows.read_with(walked, walked_params, newest, max(floor - WALKED_SUBSTRING_WINDOW, 0))
+    rest_of_first = FIRST_SUBSTRING_WINDOW - (newest - floor)
+    if len(windows.hits) < wanted and floor > 0 and rest_of_first > 0:
         # The rest of the first window (all of it when nothing was walked).
-        found, floor = window(floor, max(floor - rest_of_first, 0), narrowed)
-        hits += found
-    if narrowed and floor > 0 and _next_window_fills(len(hits), wanted):
-        found, floor = window(floor, max(floor - SECOND_SUBSTRING_WINDOW, 0), True)
-        hits += found
+        floor = windows.read(floor, max(floor - rest_of_first, 0), grams.narrowed)
+    if grams.narrowed and floor > 0 and _next_window_fills(len(windows.hits), wanted):
+        floor = windows.read(floor, max(floor - SECOND_SUBSTRING_WINDOW, 0), True)
     # Older ids a bucket, then two, four and eight at a time: each window reads the
     # candidates of its own buckets, and stops the search once the page is full. The
     # first takes two when less than half a bucket lies below the windows so far.
     buckets = 1 if floor & ((1 << ID_BUCKET_BITS) - 1) >= 1 << (ID_BUCKET_BITS - 1) else 2
-    while by_bucket and len(hits) < wanted and floor > 0 and buckets <= MAX_BUCKET_ARMS:
-        found, floor = window(floor, oldest_bucket_floor(floor, buckets), True)
-        hits += found
+    while windows.by_bucket and len(windows.hits) < wanted and floor > 0 and buckets <= MAX_BUCKET_ARMS:
+        floor = windows.read(floor, oldest_bucket_floor(floor, buckets), True)
         buckets *= 2
-    if len(hits) < wanted and floor > 0:
-        found, floor = window(floor, 0, False)
-        hits += found
-    return _with_snippets(hits[params["offset"] : wanted], plan, terms[0])
+    if len(windows.hits) < wanted and floor > 0:
+        windows.read(floor, 0, False)
+    return windows.hits
 
 
 SUBSTRING_ORDER_BY: dict[SearchOrder, str] = {
