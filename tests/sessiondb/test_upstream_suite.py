@@ -56,9 +56,6 @@ DESELECTED: dict[str, str] = {
 """Upstream tests never run here: ``{node id: why no store but upstream's can pass it}``."""
 
 PENDING: dict[str, str] = {
-    f"{_STATE}::TestListSessionsRich::test_v16_migration_tags_linked_delegate_rows": (
-        "re-running the v16 delegate tagging when schema_version is lowered to 15"
-    ),
     f"{_STATE}::TestListSessionsRich::test_v16_migration_tags_orphaned_delegate_rows": (
         "re-running the v16 delegate tagging when schema_version is lowered to 15"
     ),
