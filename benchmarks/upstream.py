@@ -38,7 +38,7 @@ STORE_TEST_FILES = (
 )
 """Upstream's test files whose subject is ``hermes_state`` itself; the drop-in must pass them."""
 
-HELPER_MODULES = ("agent/tool_dispatch_helpers.py", "agent/tool_result_classification.py")
+TEST_IMPORTS = ("agent/tool_dispatch_helpers.py", "agent/tool_result_classification.py")
 """Upstream modules a store test imports to build its input, extracted beside the stand-ins
 (both import only the standard library and each other)."""
 MODULE_NAME = "upstream_hermes_state"
@@ -87,13 +87,13 @@ def upstream_folder(commit: str = COMMIT) -> Path | None:
 
 def store_test_folder(commit: str = HEAD_COMMIT) -> Path | None:
     """A temporary folder holding upstream's :data:`STORE_TEST_FILES` at ``commit`` (same
-    relative paths), the stand-ins and :data:`HELPER_MODULES` at its root (put it on
+    relative paths), the stand-ins and :data:`TEST_IMPORTS` at its root (put it on
     ``PYTHONPATH``) and an empty ``pytest.ini``; ``None`` (with the reason on stderr) when the
     mirror cannot provide them. ``hermes_state`` itself is not there: the tests import the
     installed drop-in."""
     # tests/__init__.py too: without it, tests/hermes_state/ would be found as the
     # namespace package ``hermes_state`` instead of the drop-in.
-    wanted = ("tests/__init__.py", *STORE_TEST_FILES, *HELPER_MODULES)
+    wanted = ("tests/__init__.py", *STORE_TEST_FILES, *TEST_IMPORTS)
     texts: dict[str, str] = {}
     for path in wanted:
         text = upstream_file(path, commit)

@@ -1,6 +1,6 @@
 """A drop-in for Hermes Agent's ``hermes_state`` module, backed by hermes_store.
 
-Hermes imports ``SessionDB``, ``AsyncSessionDB``, ``DEFAULT_DB_PATH`` and the helpers
+Hermes imports ``SessionDB``, ``AsyncSessionDB``, ``DEFAULT_DB_PATH`` and the functions
 below from ``hermes_state``, and its tests patch names on this module
 (``hermes_state.SessionDB``, ``hermes_state.DEFAULT_DB_PATH``,
 ``hermes_state.sqlite3.connect``, ``hermes_state.repair_state_db_schema``…). This module
@@ -14,7 +14,7 @@ upstream, ``SessionDB()`` still follows a ``HERMES_HOME`` changed later (profile
 switches, test fixtures) — unless someone rebinds ``DEFAULT_DB_PATH`` here (as Hermes'
 tests do), which then wins, as it did upstream.
 
-The module-level helpers work on plain ``sqlite3`` connections and files (Hermes calls
+The module-level functions work on plain ``sqlite3`` connections and files (Hermes calls
 some of them on its other databases); they live in :mod:`hermes_store.drop_in`.
 """
 

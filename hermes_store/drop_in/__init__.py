@@ -1,4 +1,4 @@
-"""The module-level helpers of Hermes' ``hermes_state`` module, one job a module.
+"""The module-level functions of Hermes' ``hermes_state`` module, one job a module.
 
 Hermes calls these on plain ``sqlite3`` connections and files — its own ``state.db``, and
 also ``kanban.db``, ``projects.db`` and the API server's response store — so they work on
@@ -8,4 +8,4 @@ logger (:data:`LOGGER_NAME`), the name Hermes' code and tests listen to.
 """
 
 LOGGER_NAME = "hermes_state"
-"""The logger every drop-in helper writes to (Hermes filters its logs by this name)."""
+"""The logger every drop-in function writes to (Hermes filters its logs by this name)."""

@@ -1,4 +1,4 @@
-"""Delegate sub-agent sessions on a plain ``sqlite3`` connection (Hermes' module helpers).
+"""Delegate sub-agent sessions on a plain ``sqlite3`` connection (functions of Hermes' module).
 
 A sub-agent run carries ``"_delegate_from": <parent id>`` in its ``model_config`` JSON.
 When sessions are deleted, their delegates go with them, through chains of markers; a

@@ -1,8 +1,8 @@
-"""Looking a helper up through the ``hermes_state`` module, so replacing it there works.
+"""Looking a function up through the ``hermes_state`` module, so replacing it there works.
 
 Hermes' tests replace some module attributes of ``hermes_state`` (``repair_state_db_schema``,
 ``_db_opens_cleanly``, ``_repair_attempted_paths``, ``asyncio``) and expect the code that
-uses them to see the replacement. The helpers here live in their own modules, so they look
+uses them to see the replacement. The functions of this package live in their own modules, so they look
 such names up on the drop-in module at call time, falling back to their own definition
 while that module is not imported.
 """

@@ -1,4 +1,4 @@
-"""Hermes' helpers for background-review prompts found in a transcript.
+"""Hermes' functions for background-review prompts found in a transcript.
 
 Older Hermes builds let the background skill/memory review write its curator prompt into
 the user's own session; replayed, it turns the agent into the curator. The store drops

@@ -1,4 +1,4 @@
-"""Hermes' private module helpers its tests import: the delegate cascade on a plain
+"""Hermes' private module functions its tests import: the delegate cascade on a plain
 sqlite3 connection, and the background-review prompt filter."""
 
 from __future__ import annotations
