@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hermes_store.schema.indexed_text import INDEXED_TEXT
-from hermes_store.search.plan import SearchPlan, has_ascii_letter, like_pattern
+from hermes_store.search.plan import SearchPlan, TermGroup, has_ascii_letter, like_pattern
 from hermes_store.search.postgres.capabilities import STORED_CJK_GRAMS
 from hermes_store.search.postgres.grams import lift_trigrams, required_cjk_grams
 
@@ -50,62 +50,92 @@ def substring_condition(
     """
     if plan.kind not in ("like", "trigram"):
         return "", []
-    grams_of = grams_of or required_cjk_grams
-    names: dict[str, str] = {}
-    # The same text, in a form no index is built on: a term tested this way is checked on
-    # the candidates other conditions found, never looked up itself.
-    unindexed = f"({INDEXED_TEXT} || '')"
+    terms = _TermConditions(params, grams_source, checked_beside_grams)
+    groups = [
+        _group_condition(terms, group, grams_of or required_cjk_grams, ascii_trigrams_in_grams)
+        for group in plan.groups
+    ]
+    return "(" + " OR ".join(f"({group})" for group in groups) + ")", list(plan.like_terms)
 
-    def test(term: str, indexed: bool = True, regex_indexed: bool = True) -> str:
+
+# The same text, in a form no index is built on: a term tested this way is checked on the
+# candidates other conditions found, never looked up itself.
+_UNINDEXED_TEXT = f"({INDEXED_TEXT} || '')"
+
+
+class _TermConditions:
+    """The conditions of one substring condition's terms, their values bound in ``params``
+    once per term (patterns ``p0``, ``p1``…, grams ``g…``)."""
+
+    def __init__(self, params: dict[str, Any], grams_source: str | None, checked_beside_grams: bool) -> None:
+        self.params = params
+        self.grams_source = grams_source
+        self.checked_beside_grams = checked_beside_grams
+        self.names: dict[str, str] = {}
+
+    def test(self, term: str, indexed: bool = True, regex_indexed: bool = True) -> str:
+        """Whether the text holds ``term``; ``indexed``/``regex_indexed`` say whether its
+        ``ILIKE`` and its regular expression are written so that ``pg_trgm`` may serve them."""
+        names, params = self.names, self.params
         if term not in names:
             names[term] = f"p{len(names)}"
             params[names[term]] = like_pattern(term)
             if has_ascii_letter(term):
                 params[names[term] + "r"] = _ascii_insensitive_regex(term)
         name = names[term]
-        text = INDEXED_TEXT if indexed else unindexed
+        text = INDEXED_TEXT if indexed else _UNINDEXED_TEXT
         if not has_ascii_letter(term):
             return f"{text} LIKE :{name} ESCAPE '\\'"
-        regex_text = INDEXED_TEXT if regex_indexed else unindexed
+        regex_text = INDEXED_TEXT if regex_indexed else _UNINDEXED_TEXT
         if not indexed:
             # The regular expression alone decides; an ILIKE no index serves would only
             # repeat the test (about a quarter of a 65,536-id window's time at 1M).
             return f"{regex_text} ~ :{name}r"
         return f"({text} ILIKE :{name} ESCAPE '\\' AND {regex_text} ~ :{name}r)"
 
-    def required(term: str, grams: list[str], checked_only: bool, beside_grams: bool, lifted: bool) -> str:
+    def required(
+        self, term: str, grams: list[str], checked_only: bool, beside_grams: bool, lifted: bool
+    ) -> str:
+        """The condition of a required ``term``: its gram containment beside its check when
+        it has ``grams``, else its test (looked up or, ``checked_only``, only checked)."""
         if not grams:
-            whole = beside_grams and (checked_beside_grams or lifted)
-            return test(term, indexed=not checked_only, regex_indexed=not whole)
+            whole = beside_grams and (self.checked_beside_grams or lifted)
+            return self.test(term, indexed=not checked_only, regex_indexed=not whole)
+        params = self.params
         gram_names = [f"g{len(params)}_{i}" for i in range(len(grams))]
         params.update(zip(gram_names, grams, strict=True))
         wanted = ", ".join(f"CAST(:{n} AS text)" for n in gram_names)
         # The grams find the candidates; pg_trgm has no trigram of a short CJK term to offer.
-        return f"({grams_source} @> ARRAY[{wanted}] AND {test(term, indexed=False)})"
+        return f"({self.grams_source} @> ARRAY[{wanted}] AND {self.test(term, indexed=False)})"
 
-    groups = []
-    for group in plan.groups:
-        grams = {term: grams_of(term) if grams_source else [] for term in group.required}
-        # Beside a gram condition pg_trgm's estimate of any ILIKE is far too low (1 row for
-        # 38,421 candidates of ``chung``), and the planner would then read every candidate
-        # instead of intersecting the two indexes: only the regular expression, whose
-        # estimate is sane, is left for pg_trgm. Beside a long term, a short one is only
-        # checked.
-        beside_grams = any(grams.values())
-        lifted = beside_grams and ascii_trigrams_in_grams and lift_trigrams(group.required, grams)
-        beside_long = any(len(term) >= STRONG_TRIGRAM_TERM for term in group.required)
-        conditions = [
-            required(
-                term,
-                grams[term],
-                beside_grams or (beside_long and len(term) < STRONG_TRIGRAM_TERM),
-                beside_grams,
-                lifted,
-            )
-            for term in group.required
-        ]
-        groups.append(" AND ".join(conditions + [f"NOT {test(term)}" for term in group.excluded]))
-    return "(" + " OR ".join(f"({group})" for group in groups) + ")", list(plan.like_terms)
+
+def _group_condition(
+    terms: _TermConditions,
+    group: TermGroup,
+    grams_of: Callable[[str], list[str]],
+    ascii_trigrams_in_grams: bool,
+) -> str:
+    """One group's condition: every required term, none of the excluded ones."""
+    grams = {term: grams_of(term) if terms.grams_source else [] for term in group.required}
+    # Beside a gram condition pg_trgm's estimate of any ILIKE is far too low (1 row for
+    # 38,421 candidates of ``chung``), and the planner would then read every candidate
+    # instead of intersecting the two indexes: only the regular expression, whose
+    # estimate is sane, is left for pg_trgm. Beside a long term, a short one is only
+    # checked.
+    beside_grams = any(grams.values())
+    lifted = beside_grams and ascii_trigrams_in_grams and lift_trigrams(group.required, grams)
+    beside_long = any(len(term) >= STRONG_TRIGRAM_TERM for term in group.required)
+    conditions = [
+        terms.required(
+            term,
+            grams[term],
+            beside_grams or (beside_long and len(term) < STRONG_TRIGRAM_TERM),
+            beside_grams,
+            lifted,
+        )
+        for term in group.required
+    ]
+    return " AND ".join(conditions + [f"NOT {terms.test(term)}" for term in group.excluded])
 
 
 def _ascii_insensitive_regex(term: str) -> str:
