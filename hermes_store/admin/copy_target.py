@@ -43,7 +43,8 @@ from hermes_store.admin.copy_schema import (
 )
 from hermes_store.admin.copy_source import columns_of
 from hermes_store.db.backends import backend_for
-from hermes_store.db.execution import copy_rows, run
+from hermes_store.db.copy_stream import copy_rows
+from hermes_store.db.execution import run
 from hermes_store.domain.progress import ProgressFn
 from hermes_store.errors import CopyRefused
 from hermes_store.schema.models import (

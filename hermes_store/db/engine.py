@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 
-# NO_BEGIN_OPTION: defined beside the seam that honours it too, kept importable from here.
-from hermes_store.db.execution import NO_BEGIN_OPTION as NO_BEGIN_OPTION
-from hermes_store.db.execution import driver_execute, remember_route
+from hermes_store.db.execution import driver_execute
+from hermes_store.db.execution_options import NO_BEGIN_OPTION
+from hermes_store.db.route_choice import remember_route
 from hermes_store.db.server_options import split_options, statement_timeout_s
 from hermes_store.db.urls import sync_driver_url
 from hermes_store.domain.paths import default_db_path
@@ -300,7 +300,7 @@ def connect_for_writes(engine: Engine) -> sa.Connection:
     :func:`write_engine`'s do, made from ``engine`` itself rather than from an option
     engine: the events of an option engine's connections are looked up through one more
     level of SQLAlchemy's dispatchers, and the store asks who listens at every write
-    (:func:`hermes_store.db.execution.decide_route`: 2.5 µs instead of 4.6 µs)."""
+    (:func:`hermes_store.db.route_choice.decide_route`: 2.5 µs instead of 4.6 µs)."""
     return engine.connect().execution_options(**{_WRITE_OPTION: True})
 
 

@@ -94,7 +94,7 @@ class Route(enum.Enum):
 def route(connection: Connection) -> Route:
     """Which way statements on ``connection`` go, given who watches now (about 3 µs; the
     seam decides it once per transaction where the ``begin`` hook runs, see
-    :func:`hermes_store.db.execution.decide_route`)."""
+    :func:`hermes_store.db.route_choice.decide_route`)."""
     if not AVAILABLE:
         return Route.CORE
     # The joined dispatcher's own truth test: a listener set on one connection upgrades
@@ -115,7 +115,7 @@ def route(connection: Connection) -> Route:
 
 def watches_transaction_ends(connection: Connection) -> bool:
     """Whether a ``commit`` or ``rollback`` listener watches ``connection``: SQLite's
-    driver-run write transactions (:func:`hermes_store.db.execution.begin_driver_transaction`)
+    driver-run write transactions (:func:`hermes_store.db.driver_transaction.begin_driver_transaction`)
     then open SQLAlchemy's bookkeeping transaction, which fires them."""
     if not AVAILABLE:
         return True

@@ -27,16 +27,16 @@ from sqlalchemy import orm
 from sqlalchemy.engine import Connection, Engine, RootTransaction
 
 from hermes_store.db.backends import backend_for
-from hermes_store.db.engine import connect_for_writes
-from hermes_store.db.execution import (
-    NO_BEGIN_OPTION,
+from hermes_store.db.driver_transaction import (
     DriverTransaction,
     abandon_driver_transaction,
     begin_driver_transaction,
-    driver_execute,
     end_driver_transaction,
     in_driver_transaction,
 )
+from hermes_store.db.engine import connect_for_writes
+from hermes_store.db.execution import driver_execute
+from hermes_store.db.execution_options import NO_BEGIN_OPTION
 from hermes_store.db.server_errors import is_server_unreachable
 from hermes_store.db.sqlite_errors import is_retryable_conflict, raise_translated, translate
 from hermes_store.errors import NestedWrite, ServerUnavailable, WriteConflict

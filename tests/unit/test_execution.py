@@ -12,7 +12,9 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection
 
 from hermes_store import SessionDB
-from hermes_store.db import execution, sqlalchemy_private
+from hermes_store.db import driver_style, driver_transaction, execution, sqlalchemy_private
+from hermes_store.db.execution_options import NO_BEGIN_OPTION
+from hermes_store.db.statement_caches import LRUCache
 
 
 @pytest.fixture
@@ -133,7 +135,7 @@ def test_the_fast_path_wraps_driver_errors_like_sqlalchemy(connection: Connectio
 
 
 def test_a_listener_on_one_connection_sees_the_statements_of_its_next_transaction(store: SessionDB) -> None:
-    """The way is decided as a transaction begins (execution.remember_route): a listener
+    """The way is decided as a transaction begins (route_choice.remember_route): a listener
     added inside one sees every statement from the next transaction on."""
     with store._uow.read_connection() as conn:
         assert sqlalchemy_private.route(conn) is sqlalchemy_private.Route.BARE_CURSOR
@@ -259,13 +261,13 @@ def test_the_driver_sql_cache_stays_bounded_however_many_query_shapes(connection
         assert execution.fetch_tuples(connection, sql, {"id": "s1"}) == [("s1",)]
         if index % 50 == 0:
             execution.fetch_tuples(connection, LEAN_SQL, {"a": "s0", "b": "s2"})
-    assert len(execution._driver_sql) <= 512
+    assert len(driver_style._driver_sql) <= 512
     dialect = connection.dialect
-    assert execution._driver_sql.get((LEAN_SQL, type(dialect), dialect.paramstyle)) is not None
+    assert driver_style._driver_sql.get((LEAN_SQL, type(dialect), dialect.paramstyle)) is not None
 
 
 def test_lru_cache_evicts_the_least_recently_used() -> None:
-    cache: execution.LRUCache[str, int] = execution.LRUCache(2)
+    cache: LRUCache[str, int] = LRUCache(2)
     cache.put("a", 1)
     cache.put("b", 2)
     assert cache.get("a") == 1  # now the most recently used
@@ -294,18 +296,18 @@ def test_a_driver_transaction_needs_a_connection_whose_sqlalchemy_transactions_s
 ) -> None:
     connection = store.engine.connect()
     try:
-        with pytest.raises(ValueError, match=execution.NO_BEGIN_OPTION):
-            execution.begin_driver_transaction(connection, "BEGIN IMMEDIATE")
-        assert not execution.in_driver_transaction(connection)
+        with pytest.raises(ValueError, match=NO_BEGIN_OPTION):
+            driver_transaction.begin_driver_transaction(connection, "BEGIN IMMEDIATE")
+        assert not driver_transaction.in_driver_transaction(connection)
     finally:
         connection.close()
 
 
 def test_ending_a_driver_transaction_that_was_never_begun_says_so(store: SessionDB) -> None:
-    connection = store.engine.connect().execution_options(**{execution.NO_BEGIN_OPTION: True})
+    connection = store.engine.connect().execution_options(**{NO_BEGIN_OPTION: True})
     try:
         with pytest.raises(ValueError, match="no driver transaction is open"):
-            execution.end_driver_transaction(connection, commit=True)
+            driver_transaction.end_driver_transaction(connection, commit=True)
     finally:
         connection.close()
 

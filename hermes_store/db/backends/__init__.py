@@ -41,7 +41,7 @@ class Backend(Protocol):
     where each commit is an fsync and the writers queue for one connection anyway."""
     driver_write_begin: str | None
     """The statement that begins a write transaction at the driver, which the unit of work
-    then ends with ``COMMIT`` (:func:`hermes_store.db.execution.begin_driver_transaction`),
+    then ends with ``COMMIT`` (:func:`hermes_store.db.driver_transaction.begin_driver_transaction`),
     or ``None``: writes run in SQLAlchemy's transactions."""
 
 

@@ -2,7 +2,7 @@
 
 Transactions are begun by the engine's ``begin`` listener (:mod:`hermes_store.db.engine`);
 maintenance that must run outside a transaction opens a connection with
-:data:`~hermes_store.db.engine.NO_BEGIN_OPTION`, so that the listener leaves it in
+:data:`~hermes_store.db.execution_options.NO_BEGIN_OPTION`, so that the listener leaves it in
 SQLite's autocommit mode, and still runs through SQLAlchemy (events see it).
 """
 
@@ -19,8 +19,8 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.types import TypeEngine
 
-from hermes_store.db.engine import NO_BEGIN_OPTION
 from hermes_store.db.execution import driver_execute
+from hermes_store.db.execution_options import NO_BEGIN_OPTION
 from hermes_store.domain.codec import CONTENT_JSON_PREFIX
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class SQLiteBackend:
     adopts_legacy_files = True
     # One write connection, an fsync per commit: writers share commits.
     groups_commits = True
-    # Writes run the driver's transaction (why: execution.begin_driver_transaction).
+    # Writes run the driver's transaction (why: driver_transaction.begin_driver_transaction).
     driver_write_begin = "BEGIN IMMEDIATE"
 
 

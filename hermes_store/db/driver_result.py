@@ -1,0 +1,27 @@
+"""What a hand-written statement run by the execution seam returns, whichever way it went."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+NO_PARAMETERS: Mapping[str, Any] = {}
+"""The parameters of a statement that has none."""
+
+
+class DriverResult(NamedTuple):
+    """What a statement run by :func:`hermes_store.db.execution.driver_execute` returned:
+    column names and rows (``None``, ``[]`` for a statement that returns no rows)."""
+
+    names: list[str] | None
+    rows: list[Any]
+    lastrowid: int | None = None
+    """The driver cursor's ``lastrowid`` (SQLite: the rowid an ``INSERT`` just assigned)."""
+
+
+def cursor_result(cursor: Any) -> DriverResult:
+    """What the driver ``cursor`` holds after its statement ran: names and every row."""
+    description = cursor.description
+    if description is None:
+        return DriverResult(None, [], getattr(cursor, "lastrowid", None))
+    return DriverResult([column[0] for column in description], list(cursor.fetchall()))
