@@ -106,11 +106,17 @@ _IMPORTED_DEFAULT = DEFAULT_DB_PATH
 SCHEMA_VERSION: int = HEAD_VERSION
 """Upstream's schema version this store keeps (``schema_version`` holds it)."""
 
+_OPT_IN_TABLES = frozenset({"telegram_dm_topic_mode", "telegram_dm_topic_bindings"})
+"""Tables upstream creates only when a chat opts in to Telegram topic mode, so not every
+store has them; upstream's ``SCHEMA_SQL`` leaves them out too."""
+
 SCHEMA_SQL: str = "\n".join(
     f"{str(CreateTable(table).compile(dialect=sqlite_dialect.dialect())).strip()};"
     for table in Base.metadata.sorted_tables
+    if table.name not in _OPT_IN_TABLES
 )
-"""The tables' DDL (SQLite), rendered from ``hermes_store.schema.models``: every column a store has."""
+"""The DDL (SQLite) of the tables every store has, rendered from ``hermes_store.schema.models``:
+each with every column it has."""
 
 DEFERRED_INDEX_SQL: str = """
 CREATE INDEX IF NOT EXISTS idx_messages_session_active
