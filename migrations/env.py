@@ -51,6 +51,7 @@ from hermes_store.schema import legacy, migration_guard, migration_ops
 from hermes_store.schema.migrate import LOCK_POLL_S, MIGRATION_LOCK_WAIT_S, migration_lock_wait_exceeded
 from hermes_store.schema.models import Base
 from hermes_store.schema.revisions import History, history
+from hermes_store.schema.telegram_topic_ddl import TOPIC_TABLES as SQLITE_ON_DEMAND_TABLES
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
@@ -101,8 +102,18 @@ def include_object(obj: Any, name: str | None, type_: str, reflected: bool, comp
     * Primary-key columns on SQLite: upstream declares ``id TEXT PRIMARY KEY`` without
       NOT NULL, which SQLite reflects as nullable, while the models rightly say a primary
       key is never NULL. The schema must stay upstream's, so that is not drift.
+    * The Telegram topic tables on a SQLite database that lacks them: there they are
+      created when topic mode is first used, so their absence is not drift.
     """
     if type_ == "index" and name in EXPRESSION_INDEXES:
+        return False
+    if (
+        type_ == "table"
+        and not reflected
+        and compare_to is None
+        and name in SQLITE_ON_DEMAND_TABLES
+        and context.get_context().dialect.name == "sqlite"
+    ):
         return False
     if type_ == "column" and reflected and (getattr(obj.table, "name", None), name) in BACKEND_ONLY_COLUMNS:
         return False

@@ -47,6 +47,7 @@ from hermes_store.db.copy_stream import copy_rows
 from hermes_store.db.execution import run
 from hermes_store.domain.progress import ProgressFn
 from hermes_store.errors import CopyRefused
+from hermes_store.repository import telegram_topics
 from hermes_store.schema.models import (
     Base,
     CompressionLock,
@@ -56,6 +57,7 @@ from hermes_store.schema.models import (
     TelegramTopicBinding,
     TelegramTopicMode,
 )
+from hermes_store.schema.telegram_topic_ddl import TOPIC_TABLES
 from hermes_store.uow.unit_of_work import UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -209,8 +211,11 @@ def _meta_upsert(db: orm.Session | Connection, rows: Sequence[Sequence[Any]]) ->
 
 
 def _empty(db: orm.Session | Connection, keep_meta: Iterable[str]) -> None:
+    # A SQLite target may lack the Telegram topic tables (created on first use).
+    absent = set(TOPIC_TABLES) - telegram_topics.existing_tables(db)
     for model in EMPTIED_MODELS:
-        run(db, delete(model))
+        if model.__tablename__ not in absent:
+            run(db, delete(model))
     run(db, delete(StateMeta).where(StateMeta.key.not_in(list(keep_meta))))
 
 
@@ -267,6 +272,8 @@ class InsertWriter:
         every = [tuple(row) for row in rows]  # a retried transaction must see them again
 
         def work(db: orm.Session) -> None:
+            if model.__tablename__ in TOPIC_TABLES:
+                telegram_topics.create_tables(db)  # a SQLite store makes them on first use
             run(db, delete(model))
             for chunk in _chunks(every):
                 _insert(db, model, chunk)

@@ -10,7 +10,9 @@ bookkeeping) runs, in order, stopping at the first difference with
    digests differ is compared column by column to name the difference
    (:mod:`hermes_store.admin.copy_digest`);
 3. every row of ``state_meta`` (plus the keys a fresh store holds by itself),
-   ``compression_locks``, ``telegram_dm_topic_mode`` and ``telegram_dm_topic_bindings``;
+   ``compression_locks``, ``telegram_dm_topic_mode`` and ``telegram_dm_topic_bindings``
+   (a table one side lacks reads as empty: SQLite stores create the topic tables when
+   topic mode is first used);
 4. every index, constraint and trigger of the target against a fresh store at the same
    revision (:mod:`hermes_store.admin.copy_schema`);
 5. search: a few words taken from messages spread over the id range are searched on the
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import func, orm, select
@@ -46,6 +48,7 @@ from hermes_store.domain.codec import content_text_for_context, decode_content
 from hermes_store.domain.progress import ProgressFn, ignore_progress
 from hermes_store.errors import CopyMismatch, CopyRefused
 from hermes_store.schema.migrate import read_schema_state
+from hermes_store.schema.telegram_topic_ddl import TOPIC_TABLES
 from hermes_store.search.engine import find_hits
 from hermes_store.search.filters import SearchFilters
 from hermes_store.search.plan import plan_search
@@ -204,8 +207,21 @@ def _check_tables(
     return len(meta)
 
 
+def _without_absent_topic_tables(found: StoreSchema, reference: StoreSchema) -> StoreSchema:
+    """``found`` without the objects of the Telegram topic tables when a fresh store has
+    none of them: a SQLite store creates those tables when topic mode is first used (and
+    a copy does when its source has them), so their presence is no difference."""
+    in_reference = {item.table for item in reference.objects.values()}
+    kept = {
+        key: item
+        for key, item in found.objects.items()
+        if item.table not in TOPIC_TABLES or item.table in in_reference
+    }
+    return replace(found, objects=kept)
+
+
 def _check_schema(target: Engine, reference: StoreSchema) -> int:
-    found = differences(reference, read_schema(target))
+    found = differences(reference, _without_absent_topic_tables(read_schema(target), reference))
     if found:
         more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
         raise CopyMismatch(f"the target's schema differs from a fresh store's: {found[0]}{more}")

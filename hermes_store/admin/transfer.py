@@ -232,8 +232,10 @@ def copy_store(
         resumed_after = target_max_message_id(target) if resuming else None
         _copy_messages(source, readers["messages"], writer, progress, batch_rows, resumed_after, fingerprint)
         for model in SMALL_TABLES:
-            rows = stream_rows(source, readers[model.__tablename__])
-            copied = writer.replace(model, rows)
+            reader = readers[model.__tablename__]
+            if not reader.exists:  # a SQLite source that never used Telegram topic mode
+                continue
+            copied = writer.replace(model, stream_rows(source, reader))
             progress("tables", copied, copied)
         meta = list(stream_rows(source, readers["state_meta"]))
         writer.upsert_meta(meta)

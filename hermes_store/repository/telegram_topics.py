@@ -5,13 +5,17 @@ which topic is bound to which session.
 found able to do); ``telegram_dm_topic_bindings`` one row per (chat, topic thread), each
 bound to one session, and a session to at most one topic (a unique index). Deleting a
 session deletes its binding (``ON DELETE CASCADE``).
+
+On SQLite the tables exist only once topic mode was first used (:func:`open_tables`, as
+upstream Hermes does); until then every function here answers as for empty tables and
+creates nothing. On PostgreSQL they are part of the schema.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, exists, select, update
+from sqlalchemy import delete, exists, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from hermes_store.db.backends import backend_for
@@ -20,10 +24,13 @@ from hermes_store.db.server_errors import violated_unique_index
 from hermes_store.repository import meta
 from hermes_store.repository.listing import _LAST_ACTIVE, _S_COLUMNS, _preview_sql, finish_preview
 from hermes_store.schema.models import TelegramTopicBinding, TelegramTopicMode
+from hermes_store.schema.telegram_topic_ddl import (
+    SCHEMA_VERSION,
+    SCHEMA_VERSION_KEY,
+    SQLITE_TOPIC_DDL,
+    TOPIC_TABLES,
+)
 
-SCHEMA_VERSION_KEY = "telegram_dm_topic_schema_version"
-SCHEMA_VERSION = "2"
-"""The topic tables' layout version recorded in ``state_meta`` (2: bindings cascade)."""
 SESSION_INDEX = "idx_telegram_dm_topic_bindings_session"
 ALREADY_LINKED = "session is already linked to another Telegram topic"
 
@@ -33,6 +40,36 @@ _BINDING_COLUMNS = tuple(TelegramTopicBinding.__table__.columns)
 def record_schema_version(db: Bind) -> None:
     """Note in ``state_meta`` that the topic tables have their current layout."""
     meta.put(db, SCHEMA_VERSION_KEY, SCHEMA_VERSION)
+
+
+def existing_tables(db: Bind) -> frozenset[str]:
+    """Which of the two topic tables the store holds (both, always, on PostgreSQL)."""
+    if backend_for(db).name != "sqlite":
+        return frozenset(TOPIC_TABLES)
+    names = run(db, text("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'telegram_dm%'"))
+    return frozenset(str(name) for (name,) in names) & frozenset(TOPIC_TABLES)
+
+
+def create_tables(db: Bind) -> None:
+    """Create whichever topic table or index is missing (SQLite; PostgreSQL has them)."""
+    if backend_for(db).name == "sqlite":
+        for statement in SQLITE_TOPIC_DDL:
+            run(db, text(statement))
+
+
+def open_tables(db: Bind) -> None:
+    """What opting in to topic mode does first: the tables exist afterwards, and
+    ``state_meta`` says they have their current layout."""
+    create_tables(db)
+    record_schema_version(db)
+
+
+def _has_mode(db: Bind) -> bool:
+    return "telegram_dm_topic_mode" in existing_tables(db)
+
+
+def _has_bindings(db: Bind) -> bool:
+    return "telegram_dm_topic_bindings" in existing_tables(db)
 
 
 def enable(db: Bind, chat_id: str, user_id: str, capabilities: dict[str, int | None], now: float) -> None:
@@ -66,9 +103,12 @@ def enable(db: Bind, chat_id: str, user_id: str, capabilities: dict[str, int | N
 
 
 def disable(db: Bind, chat_id: str, clear_bindings: bool, now: float) -> None:
-    """Turn topic mode off for the chat, and unless told otherwise forget its bindings."""
-    _switch_off(db, chat_id, now)
-    if clear_bindings:
+    """Turn topic mode off for the chat, and unless told otherwise forget its bindings
+    (a missing table has nothing to change)."""
+    present = existing_tables(db)
+    if "telegram_dm_topic_mode" in present:
+        _switch_off(db, chat_id, now)
+    if clear_bindings and "telegram_dm_topic_bindings" in present:
         run(db, delete(TelegramTopicBinding).where(TelegramTopicBinding.chat_id == chat_id))
 
 
@@ -83,6 +123,8 @@ def _switch_off(db: Bind, chat_id: str, now: float) -> None:
 
 def is_enabled(db: Bind, chat_id: str, user_id: str) -> bool:
     """Whether the chat has topic mode on for exactly this user."""
+    if not _has_mode(db):
+        return False
     statement = select(TelegramTopicMode.enabled).where(
         TelegramTopicMode.chat_id == chat_id, TelegramTopicMode.user_id == user_id
     )
@@ -90,6 +132,8 @@ def is_enabled(db: Bind, chat_id: str, user_id: str) -> bool:
 
 
 def _bindings(db: Bind, *conditions: Any, newest_first: bool = False) -> list[dict[str, Any]]:
+    if not _has_bindings(db):
+        return []
     statement = select(*_BINDING_COLUMNS).where(*conditions)
     if newest_first:
         statement = statement.order_by(TelegramTopicBinding.updated_at.desc(), TelegramTopicBinding.thread_id)
@@ -115,6 +159,8 @@ def bindings_of_chat(db: Bind, chat_id: str) -> list[dict[str, Any]]:
 
 def is_linked(db: Bind, session_id: str) -> bool:
     """Whether the session is bound to some topic."""
+    if not _has_bindings(db):
+        return False
     statement = select(exists().where(TelegramTopicBinding.session_id == session_id))
     return bool(run(db, statement).scalar())
 
@@ -152,7 +198,11 @@ def bind(db: Bind, binding_values: dict[str, str], now: float) -> None:
 
 def delete_binding(db: Bind, chat_id: str, thread_id: str, now: float) -> int:
     """Delete one topic's binding; returns how many rows went (0 or 1). When it was the
-    chat's last binding, topic mode is switched off for the chat as well."""
+    chat's last binding, topic mode is switched off for the chat as well. Without a
+    bindings table nothing is deleted."""
+    present = existing_tables(db)
+    if "telegram_dm_topic_bindings" not in present:
+        return 0
     result = run(
         db,
         delete(TelegramTopicBinding).where(
@@ -160,21 +210,27 @@ def delete_binding(db: Bind, chat_id: str, thread_id: str, now: float) -> int:
         ),
     )
     deleted = int(result.rowcount)
-    if deleted and not bindings_of_chat(db, chat_id):
+    if deleted and "telegram_dm_topic_mode" in present and not bindings_of_chat(db, chat_id):
         _switch_off(db, chat_id, now)
     return deleted
 
 
 def unlinked_sessions(db: Bind, user_id: str, limit: int) -> list[dict[str, Any]]:
     """The user's Telegram sessions bound to no topic, most recently active first, each
-    with ``last_active`` and ``preview`` computed as the session listing does."""
+    with ``last_active`` and ``preview`` computed as the session listing does. Without
+    a bindings table no session is bound, so every one of the user's qualifies."""
     preview, preview_params = _preview_sql(db)
+    unbound = (
+        "AND NOT EXISTS (SELECT 1 FROM telegram_dm_topic_bindings b WHERE b.session_id = s.id)"
+        if _has_bindings(db)
+        else ""
+    )
     sql = f"""
     SELECT {_S_COLUMNS}, {_LAST_ACTIVE} AS last_active, {preview} AS preview
     FROM sessions s
     WHERE s.source = 'telegram'
       AND s.user_id = :user_id
-      AND NOT EXISTS (SELECT 1 FROM telegram_dm_topic_bindings b WHERE b.session_id = s.id)
+      {unbound}
     ORDER BY last_active DESC, s.started_at DESC, s.id DESC
     LIMIT :limit
     """

@@ -16,10 +16,11 @@ with this store must carry them, with upstream's names, types and defaults:
   ``rewind_count``/``archived`` flags (NOT NULL, default 0);
 * ``messages``: ``platform_message_id``, ``observed`` (default 0), and the ``active``
   (default 1) / ``compacted`` (default 0) pair that in-place compaction and undo flip;
-* the ``compression_locks`` table and the two Telegram topic tables (upstream creates
-  those on opt-in; they are created here so the store's own methods find them), with
+* the ``compression_locks`` table and the two Telegram topic tables, with
   ``state_meta['telegram_dm_topic_schema_version'] = '2'``, the shape upstream checks
-  before it uses them;
+  before it uses them. Upstream creates the topic tables when a chat first opts in: on
+  SQLite they are created here only for a file that already has them (the store makes
+  them on first use, as upstream does); PostgreSQL always gets them;
 * upstream's indexes on them.
 
 Every step only adds what is missing, because files upstream opened already hold some or
@@ -151,6 +152,9 @@ NEW_TABLE_INDEXES: dict[str, str] = {
 }
 """Indexes of the new tables (``CREATE `` + the text)."""
 NEW_TABLES = ("telegram_dm_topic_bindings", "telegram_dm_topic_mode", "compression_locks")
+TOPIC_TABLES = ("telegram_dm_topic_mode", "telegram_dm_topic_bindings")
+"""Upstream's opt-in tables: on SQLite created here only for a file that already has
+one (the store creates them when topic mode is first used); on PostgreSQL always."""
 
 INDEXES: dict[str, str] = {
     "idx_sessions_source_id": "sessions (source, id)",
@@ -270,10 +274,14 @@ def _sqlite_bindings(name: str = "telegram_dm_topic_bindings", *, if_not_exists:
     )
 
 
-def _sqlite_tables() -> list[str]:
-    """Upstream's DDL of the new tables, as SQLite takes it."""
+def _sqlite_tables(*, with_topics: bool) -> list[str]:
+    """Upstream's DDL of the new tables, as SQLite takes it (the Telegram topic tables
+    only ``with_topics``)."""
     shape = {"pk": "PRIMARY KEY", "pk_constraint": "", "float8": FLOAT8["sqlite"]}
-    return [COMPRESSION_LOCKS.format(**shape), TOPIC_MODE.format(**shape), _sqlite_bindings()]
+    tables = [COMPRESSION_LOCKS.format(**shape)]
+    if with_topics:
+        tables += [TOPIC_MODE.format(**shape), _sqlite_bindings()]
+    return tables
 
 
 def _bindings_lack_cascade() -> bool:
@@ -314,13 +322,22 @@ def _sqlite_upgrade() -> None:
                 op.execute(
                     sa.text(f"ALTER TABLE {table} ADD COLUMN {name} {ddl.format(float8=FLOAT8['sqlite'])}")
                 )
-    if "telegram_dm_topic_bindings" in table_names() and _bindings_lack_cascade():
+    # The topic tables are upstream's opt-in: a file that never opted in stays without
+    # them (the store creates them on first use); one that did gets the second shape.
+    present = table_names()
+    topics_in_use = not is_offline() and any(table in present for table in TOPIC_TABLES)
+    if "telegram_dm_topic_bindings" in present and _bindings_lack_cascade():
         _rebuild_bindings_with_cascade()
-    execute_all(_sqlite_tables())
-    execute_all(f"CREATE {index}" for index in NEW_TABLE_INDEXES.values())
+    execute_all(_sqlite_tables(with_topics=topics_in_use))
+    execute_all(
+        f"CREATE {index}"
+        for name, index in NEW_TABLE_INDEXES.items()
+        if topics_in_use or not name.startswith("idx_telegram_dm_topic")
+    )
     execute_all(f"CREATE INDEX IF NOT EXISTS {name} ON {target}" for name, target in INDEXES.items())
     _tag_delegate_children()
-    op.execute(sa.text(MARK_TOPIC_SCHEMA))
+    if topics_in_use:
+        op.execute(sa.text(MARK_TOPIC_SCHEMA))
 
 
 # --- PostgreSQL ----------------------------------------------------------------------------

@@ -33,8 +33,8 @@ def test_copy_into_an_empty_sqlite_file_is_exact_and_searchable(
 ) -> None:
     target = tmp_path / "copy.db"
     summary = json.loads(invoke("copy", str(seeded_db), str(target), "--json", raw=True).output)
-    # state_meta: the topic-schema key every store at head holds (the seeded file has none).
-    assert (summary["sessions"], summary["messages"], summary["meta"]) == (8, 17, 1)
+    # state_meta: none (the seeded file has none, and never used Telegram topic mode).
+    assert (summary["sessions"], summary["messages"], summary["meta"]) == (8, 17, 0)
     assert summary["resumed_after_message_id"] is None
     assert summary["verified_searches"]
     assert_same_store(create_engine(seeded_db), create_engine(target))
@@ -155,11 +155,10 @@ def test_a_source_behind_head_is_read_as_it_is_and_never_migrated(invoke: Invoke
             "SELECT observed, active, compacted, platform_message_id, codex_message_items FROM messages "
             "WHERE id = 2"
         ).fetchone() == (0, 1, 0, None, '[{"type": "x"}]')
-        # The source's metadata, and the key every store at head holds by itself.
-        assert dict(connection.execute("SELECT key, value FROM state_meta")) == {
-            "last_auto_prune": "99.5",
-            "telegram_dm_topic_schema_version": "2",
-        }
+        # The source's metadata (it never used Telegram topic mode: no topic table either).
+        assert dict(connection.execute("SELECT key, value FROM state_meta")) == {"last_auto_prune": "99.5"}
+        tables = connection.execute("SELECT name FROM sqlite_master WHERE name LIKE 'telegram_dm%'")
+        assert tables.fetchall() == []
     invoke("verify", str(source), str(target), raw=True)
     assert _revision(source) == "0009"
     hits = json.loads(invoke("search", "meadow", "--json", db=target).output)

@@ -31,6 +31,7 @@ from legacy_db import (
     schema_versions,
 )
 
+from hermes_store import SessionDB
 from hermes_store.db.engine import create_engine
 from hermes_store.schema import migrate
 from hermes_store.schema.legacy import HEAD_VERSION
@@ -211,6 +212,8 @@ EXPECTED_INDEX_SQL = {
         "compression_locks",
         "CREATE INDEX idx_compression_locks_expires ON compression_locks (expires_at)",
     ),
+}
+TOPIC_INDEX_SQL = {
     "idx_telegram_dm_topic_bindings_session": (
         "telegram_dm_topic_bindings",
         "CREATE UNIQUE INDEX idx_telegram_dm_topic_bindings_session "
@@ -221,7 +224,9 @@ EXPECTED_INDEX_SQL = {
         "CREATE INDEX idx_telegram_dm_topic_bindings_user ON telegram_dm_topic_bindings (user_id, chat_id)",
     ),
 }
-NEW_TABLES = ("compression_locks", "telegram_dm_topic_mode", "telegram_dm_topic_bindings")
+NEW_TABLES = ("compression_locks",)
+TOPIC_TABLES = ("telegram_dm_topic_mode", "telegram_dm_topic_bindings")
+"""Created on SQLite only when topic mode is first used, as upstream does."""
 
 SHADOW_SUFFIXES = ("data", "idx", "content", "docsize", "config")
 EXPECTED_TABLES = {
@@ -354,10 +359,26 @@ def test_state_meta_and_schema_version_tables_match_upstream(head_db: Path) -> N
     assert table_info(head_db, "schema_version") == SCHEMA_VERSION_COLUMNS
 
 
-def test_compression_lock_and_telegram_topic_tables_match_upstream(head_db: Path) -> None:
+def test_compression_lock_table_matches_upstream_and_no_topic_table_exists(head_db: Path) -> None:
     assert table_info(head_db, "compression_locks") == COMPRESSION_LOCKS_COLUMNS
+    assert query(head_db, "SELECT name FROM sqlite_master WHERE name LIKE 'telegram_dm%'") == []
+    assert query(head_db, "SELECT key, value FROM state_meta") == []
+
+
+def test_topic_tables_created_on_first_use_match_upstream(head_db: Path) -> None:
+    with SessionDB(head_db) as db:
+        db.apply_telegram_topic_migration()
     assert table_info(head_db, "telegram_dm_topic_mode") == TOPIC_MODE_COLUMNS
     assert table_info(head_db, "telegram_dm_topic_bindings") == TOPIC_BINDINGS_COLUMNS
+    objects = master(head_db)
+    for name, (table, sql) in TOPIC_INDEX_SQL.items():
+        assert normalise_sql(objects[("index", name)]) == normalise_sql(sql), name
+        assert query(head_db, "SELECT tbl_name FROM sqlite_master WHERE name = ?", (name,)) == [(table,)]
+    fks = query(head_db, "PRAGMA foreign_key_list(telegram_dm_topic_bindings)")
+    # A deleted session takes its Telegram topic binding with it (upstream's second shape).
+    assert [(r[2], r[3], r[4], r[5], r[6]) for r in fks] == [
+        ("sessions", "session_id", "id", "NO ACTION", "CASCADE")
+    ]
     # Upstream reads this key before it uses the topic tables: 2 is the shape with CASCADE.
     assert query(head_db, "SELECT key, value FROM state_meta") == [("telegram_dm_topic_schema_version", "2")]
 
@@ -369,8 +390,6 @@ def test_foreign_keys_reference_sessions_without_on_delete_action(head_db: Path)
 
     assert fks("sessions") == [("sessions", "parent_session_id", "id", "NO ACTION", "NO ACTION")]
     assert fks("messages") == [("sessions", "session_id", "id", "NO ACTION", "NO ACTION")]
-    # A deleted session takes its Telegram topic binding with it (upstream's second shape).
-    assert fks("telegram_dm_topic_bindings") == [("sessions", "session_id", "id", "NO ACTION", "CASCADE")]
     assert fks("compression_locks") == []
 
 

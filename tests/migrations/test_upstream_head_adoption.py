@@ -229,12 +229,10 @@ def test_upstream_file_of_every_later_version_is_adopted_with_every_row_kept(
             written.messages[-1]["id"],
         ]
     objects = master(path)
-    for index in (
-        "idx_messages_session_active",
-        "idx_sessions_gateway_peer",
-        "idx_telegram_dm_topic_bindings_user",
-    ):
+    for index in ("idx_messages_session_active", "idx_sessions_gateway_peer"):
         assert ("index", index) in objects
+    # Nobody opted in to Telegram topic mode: the file stays without its tables.
+    assert not [name for _, name in objects if name.startswith(("telegram_dm", "idx_telegram_dm"))]
 
 
 def test_a_v14_file_opened_before_cwd_and_active_existed_gains_them(tmp_path: Path) -> None:
@@ -401,3 +399,8 @@ def test_a_second_shape_bindings_table_is_left_as_it_is(tmp_path: Path) -> None:
     adopt(path)
     assert master(path)[("table", "telegram_dm_topic_bindings")] == sql
     assert set(read_rows(path, "telegram_dm_topic_bindings", key="thread_id")) == {"17", "18"}
+    assert set(read_rows(path, "telegram_dm_topic_mode", key="chat_id")) == {"424242"}
+    assert ("index", "idx_telegram_dm_topic_bindings_user") in master(path)
+    with SessionDB(path) as db:
+        assert db.is_telegram_topic_mode_enabled(chat_id="424242", user_id="424242")
+        assert db.get_telegram_topic_binding(chat_id="424242", thread_id="17") is not None

@@ -45,9 +45,10 @@ def as_v11_conversation(conversation: list[dict]) -> list[dict]:
     ]
 
 
-def head_reference(path: Path) -> Path:
-    """A file with upstream's schema-17 objects and its opt-in Telegram topic tables."""
-    legacy_db.build_upstream_db(path, 17, topic_tables=2)
+def head_reference(path: Path, *, topics: bool = False) -> Path:
+    """A file with upstream's schema-17 objects, and with ``topics`` its opt-in Telegram
+    topic tables."""
+    legacy_db.build_upstream_db(path, 17, topic_tables=2 if topics else None)
     return path
 
 
@@ -375,6 +376,8 @@ def assert_same_schema(ours: Path, reference: Path) -> None:
         if kind in ("index", "trigger") or name.startswith("messages_fts"):
             assert mine[key] == theirs[key], key
     for table in ("sessions", "messages", "state_meta", "schema_version", *LATER_TABLES):
+        if ("table", table) not in theirs:  # the topic tables: upstream's opt-in
+            continue
         assert table_shape(ours, table) == table_shape(reference, table), table
         assert foreign_keys(ours, table) == foreign_keys(reference, table), table
 
@@ -402,6 +405,16 @@ def test_fresh_file_schema_matches_upstream_reference(tmp_path, open_db):
     assert_same_schema(path, head_reference(tmp_path / "reference.db"))
     assert legacy_db.schema_versions(path) == [HEAD_VERSION]
     assert legacy_db.alembic_versions(path) == [HEAD]
+
+
+def test_topic_mode_opt_in_gives_upstreams_topic_tables(tmp_path, open_db):
+    path = tmp_path / "fresh.db"
+    store = open_db(path)
+    try:
+        store.enable_telegram_topic_mode(chat_id=1, user_id=1)
+    finally:
+        store.close()
+    assert_same_schema(path, head_reference(tmp_path / "reference.db", topics=True))
 
 
 # =====================================================================================

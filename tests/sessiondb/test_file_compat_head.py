@@ -98,6 +98,8 @@ def assert_same_schema(ours: Path, theirs: Path) -> None:
         if kind in ("index", "trigger") or name.startswith("messages_fts"):
             assert mine[key] == reference[key], key
     for table in TABLES:
+        if ("table", table) not in reference:  # the topic tables: upstream's opt-in
+            continue
         assert table_shape(ours, table) == table_shape(theirs, table), table
         assert foreign_keys(ours, table) == foreign_keys(theirs, table), table
 
@@ -214,6 +216,8 @@ def ours_writes(path: Path) -> None:
 def test_a_file_ours_created_is_used_by_upstream_head_unchanged(tmp_path: Path, upstream_head: Any) -> None:
     path = tmp_path / "state.db"
     ours_writes(path)
+    with SessionDB(path) as ours:
+        ours.apply_telegram_topic_migration()  # topic mode's opt-in, done by ours
     objects = schema_objects(path)
     upstream = upstream_head(path)
     try:
@@ -231,7 +235,7 @@ def test_a_file_ours_created_is_used_by_upstream_head_unchanged(tmp_path: Path, 
         assert {hit["id"] for hit in upstream.search_messages("kubernetes")} == {1}
         assert [hit["id"] for hit in upstream.search_messages("数据库迁移")] == [1]
         upstream.archive_and_compact("ours", [{"role": "user", "content": "compacted summary"}])
-        upstream.apply_telegram_topic_migration()  # ours already has the second shape
+        upstream.apply_telegram_topic_migration()  # ours created the second shape
     finally:
         upstream.close()
     assert legacy_db.schema_versions(path) == [17]
@@ -270,18 +274,64 @@ def test_upstream_v11_still_reads_and_appends_to_a_file_ours_created(
         head.close()
 
 
+def topic_tables(path: Path) -> list[str]:
+    with closing(sqlite3.connect(str(path))) as conn:
+        found = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'telegram_dm%'"
+        )
+        return sorted(str(name) for (name,) in found)
+
+
+def meta_rows(path: Path) -> list[list[str]]:
+    with closing(sqlite3.connect(str(path))) as conn:
+        return json.loads(json.dumps(conn.execute("SELECT key, value FROM state_meta").fetchall()))
+
+
 def test_both_programs_and_the_builder_create_the_same_schema(tmp_path: Path, upstream_head: Any) -> None:
     theirs = tmp_path / "upstream.db"
+    upstream_head(theirs).close()
+    ours = tmp_path / "ours.db"
+    SessionDB(ours).close()
+    # Neither program creates the Telegram topic tables before topic mode is used.
+    assert topic_tables(ours) == topic_tables(theirs) == []
+    assert meta_rows(ours) == meta_rows(theirs) == []
+    assert_same_schema(ours, theirs)
     upstream = upstream_head(theirs)
     upstream.apply_telegram_topic_migration()
     upstream.close()
-    ours = tmp_path / "ours.db"
-    SessionDB(ours).close()
+    with SessionDB(ours) as store:
+        store.apply_telegram_topic_migration()
     assert_same_schema(ours, theirs)
     built = tmp_path / "built.db"
     legacy_db.build_upstream_db(built, 17, topic_tables=2)
     assert_same_schema(built, theirs)
-    with closing(sqlite3.connect(str(ours))) as conn:
-        assert json.loads(json.dumps(conn.execute("SELECT key, value FROM state_meta").fetchall())) == [
-            ["telegram_dm_topic_schema_version", "2"]
-        ]
+    assert meta_rows(ours) == meta_rows(theirs) == [["telegram_dm_topic_schema_version", "2"]]
+
+
+def test_upstream_reads_a_file_ours_created_without_topic_tables_and_leaves_it_so(
+    tmp_path: Path, upstream_head: Any
+) -> None:
+    path = tmp_path / "state.db"
+    with SessionDB(path) as ours:
+        ours.create_session("tg", "telegram", user_id="42")
+        assert ours.list_telegram_topic_bindings_for_chat(chat_id=42) == []
+    upstream = upstream_head(path)
+    try:
+        assert upstream.is_telegram_topic_mode_enabled(chat_id="42", user_id="42") is False
+        assert upstream.list_telegram_topic_bindings_for_chat(chat_id="42") == []
+        assert [
+            s["id"] for s in upstream.list_unlinked_telegram_sessions_for_user(chat_id="42", user_id="42")
+        ] == ["tg"]
+    finally:
+        upstream.close()
+    assert topic_tables(path) == []
+    upstream = upstream_head(path)
+    try:
+        upstream.bind_telegram_topic(
+            chat_id="42", thread_id="7", user_id="42", session_key="k", session_id="tg"
+        )
+    finally:
+        upstream.close()
+    with SessionDB(path) as ours:
+        assert ours.is_telegram_session_linked_to_topic(session_id="tg") is True
+        assert ours.list_unlinked_telegram_sessions_for_user(chat_id=42, user_id=42) == []

@@ -14,8 +14,10 @@ from hermes_store import SessionDB
 
 @pytest.fixture
 def store(db: SessionDB, raw: Any) -> SessionDB:
-    """The ``db`` store without topic-mode rows (the shared PostgreSQL store's emptier
-    clears sessions, and so their bindings, but not the per-chat switch)."""
+    """The ``db`` store with its topic tables and no topic-mode rows (a SQLite store
+    creates the tables on first use; the shared PostgreSQL store's emptier clears
+    sessions, and so their bindings, but not the per-chat switch)."""
+    db.apply_telegram_topic_migration()
     raw.execute("DELETE FROM telegram_dm_topic_bindings")
     raw.execute("DELETE FROM telegram_dm_topic_mode")
     return db
@@ -52,7 +54,7 @@ def is_integrity_error(error: BaseException) -> bool:
 def test_the_migration_records_version_2_and_may_run_again(store: SessionDB, raw: Any) -> None:
     store.create_session("s1", "telegram")
     bind(store, "c1", "t1", "s1")
-    # A new SQLite store is created with the mark; take it away to see the call put it back.
+    # Take the mark away to see the call put it back.
     raw.execute("DELETE FROM state_meta WHERE key = ?", ("telegram_dm_topic_schema_version",))
     store.apply_telegram_topic_migration()
     assert store.get_meta("telegram_dm_topic_schema_version") == "2"
@@ -69,6 +71,82 @@ def test_enabling_and_binding_record_the_version_too(store: SessionDB, raw: Any)
     raw.execute("DELETE FROM state_meta WHERE key = ?", ("telegram_dm_topic_schema_version",))
     store.enable_telegram_topic_mode(chat_id=1, user_id=3)
     assert store.get_meta("telegram_dm_topic_schema_version") == "2"
+
+
+# --- tables created on first use (SQLite) --------------------------------------------------------
+
+
+def topic_tables(raw: Any) -> list[str]:
+    return [row[0] for row in raw.rows(TOPIC_TABLES_SQL)]
+
+
+TOPIC_TABLES_SQL = (
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'telegram_dm%' ORDER BY name"
+)
+
+
+def untouched_store(db: SessionDB, raw: Any, backend: str) -> SessionDB:
+    """``db`` as nobody opted in to topic mode: on SQLite without the tables; on the
+    shared PostgreSQL store (which always has them) with them empty."""
+    if backend == "sqlite":
+        assert topic_tables(raw) == []
+    else:
+        raw.execute("DELETE FROM telegram_dm_topic_bindings")
+        raw.execute("DELETE FROM telegram_dm_topic_mode")
+    return db
+
+
+def test_every_reader_answers_empty_and_creates_nothing(db: SessionDB, raw: Any, backend: str) -> None:
+    store = untouched_store(db, raw, backend)
+    store.create_session("s1", "telegram", user_id="u1")
+    assert store.is_telegram_topic_mode_enabled(chat_id=1, user_id=2) is False
+    assert store.get_telegram_topic_binding(chat_id=1, thread_id=2) is None
+    assert store.get_telegram_topic_binding_by_session(session_id="s1") is None
+    assert store.list_telegram_topic_bindings_for_chat(chat_id=1) == []
+    assert store.is_telegram_session_linked_to_topic(session_id="s1") is False
+    # No bindings table: every one of the user's Telegram sessions is unbound.
+    unlinked = store.list_unlinked_telegram_sessions_for_user(chat_id=1, user_id="u1")
+    assert [row["id"] for row in unlinked] == ["s1"]
+    store.disable_telegram_topic_mode(chat_id=1)
+    store.disable_telegram_topic_mode(chat_id=1, clear_bindings=False)
+    assert store.delete_telegram_topic_binding(chat_id=1, thread_id=2) == 0
+    if backend == "sqlite":
+        assert topic_tables(raw) == []
+        assert store.get_meta("telegram_dm_topic_schema_version") is None
+
+
+def test_the_migration_creates_the_tables_once(db: SessionDB, raw: Any, backend: str) -> None:
+    store = untouched_store(db, raw, backend)
+    store.apply_telegram_topic_migration()
+    store.apply_telegram_topic_migration()
+    assert store.get_meta("telegram_dm_topic_schema_version") == "2"
+    if backend == "sqlite":
+        assert topic_tables(raw) == ["telegram_dm_topic_bindings", "telegram_dm_topic_mode"]
+    assert store.list_telegram_topic_bindings_for_chat(chat_id=1) == []
+
+
+def test_enabling_creates_the_tables(db: SessionDB, raw: Any, backend: str) -> None:
+    store = untouched_store(db, raw, backend)
+    store.enable_telegram_topic_mode(chat_id=1, user_id=2)
+    assert store.is_telegram_topic_mode_enabled(chat_id=1, user_id=2) is True
+    assert store.get_meta("telegram_dm_topic_schema_version") == "2"
+    if backend == "sqlite":
+        assert topic_tables(raw) == ["telegram_dm_topic_bindings", "telegram_dm_topic_mode"]
+
+
+def test_binding_creates_the_tables_and_a_deleted_session_takes_its_binding(
+    db: SessionDB, raw: Any, backend: str
+) -> None:
+    store = untouched_store(db, raw, backend)
+    store.create_session("s1", "telegram")
+    store.create_session("s2", "telegram")
+    bind(store, "c1", "t1", "s1")
+    bind(store, "c1", "t2", "s2")
+    if backend == "sqlite":
+        assert topic_tables(raw) == ["telegram_dm_topic_bindings", "telegram_dm_topic_mode"]
+    assert store.is_telegram_session_linked_to_topic(session_id="s1") is True
+    assert store.delete_session("s1")
+    assert [b["thread_id"] for b in store.list_telegram_topic_bindings_for_chat(chat_id="c1")] == ["t2"]
 
 
 # --- the per-chat switch -----------------------------------------------------------------------

@@ -4,9 +4,9 @@ In topic mode a private Telegram chat runs each conversation in a forum topic of
 own, bound to one session. Every id is turned into text with ``str()`` first, as
 Telegram's ids arrive as integers.
 
-Upstream Hermes creates the two topic tables only when a user first opts in; here every
-store has them from its schema on, so the opt-in migration only records the tables'
-layout version, and reads never meet a missing table.
+As upstream Hermes does, a SQLite store creates the two topic tables only when topic mode
+is first used (turning it on, or binding a topic); until then the readers answer "off",
+``None``, ``[]`` or 0 and create nothing. A PostgreSQL store has them from its schema on.
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ class TelegramTopicMethods(FacadeBase):
     )
 
     def apply_telegram_topic_migration(self) -> None:
-        """Record that the topic tables have their current layout (version 2, where
-        deleting a session deletes its binding). The tables exist in every store, so this
-        changes nothing else and may be called any number of times."""
-        self._write(telegram_topics.record_schema_version, "recording the Telegram topic schema")
+        """Create the topic tables and their indexes where missing (SQLite; PostgreSQL
+        has them) and record that they have their current layout (version 2, where
+        deleting a session deletes its binding), in one transaction. Idempotent."""
+        self._write(telegram_topics.open_tables, "creating the Telegram topic tables")
 
     def enable_telegram_topic_mode(
         self,
@@ -71,7 +71,7 @@ class TelegramTopicMethods(FacadeBase):
         now = time.time()
 
         def work(db: Any) -> None:
-            telegram_topics.record_schema_version(db)
+            telegram_topics.open_tables(db)
             telegram_topics.enable(db, chat, user, capabilities, now)
 
         self._write(work, "enabling Telegram topic mode")
@@ -138,7 +138,7 @@ class TelegramTopicMethods(FacadeBase):
         now = time.time()
 
         def work(db: Any) -> None:
-            telegram_topics.record_schema_version(db)
+            telegram_topics.open_tables(db)
             telegram_topics.bind(db, values, now)
 
         self._write(work, "binding a Telegram topic")
