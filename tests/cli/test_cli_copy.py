@@ -282,3 +282,23 @@ def test_a_source_written_to_during_the_copy_fails_verification_and_restart_copi
     assert "hermes_copy_state" in _tables(target_path)
     assert copy_store(source, target, restart=True).restarted
     assert_same_store(source, target)
+
+
+def test_a_source_using_telegram_topic_mode_gives_the_target_its_topic_tables(tmp_path: Path) -> None:
+    source, target = tmp_path / "source.db", tmp_path / "copy.db"
+    fill_store(source, 3, 2)
+    fill_head_extras(source)
+    copy_store(create_engine(source), create_engine(target))
+    assert_same_store(create_engine(source), create_engine(target))
+    with closing(sqlite3.connect(target)) as connection:
+        names = {name for (name,) in connection.execute("SELECT name FROM sqlite_master")}
+        assert {
+            "telegram_dm_topic_mode",
+            "telegram_dm_topic_bindings",
+            "idx_telegram_dm_topic_bindings_session",
+            "idx_telegram_dm_topic_bindings_user",
+        } <= names
+        cascade = [
+            row[6] for row in connection.execute("PRAGMA foreign_key_list(telegram_dm_topic_bindings)")
+        ]
+        assert cascade == ["CASCADE"]
