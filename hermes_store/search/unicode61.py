@@ -113,6 +113,7 @@ def _fold_groups() -> list[list[int]]:
     return [group for group in groups if group]
 
 
+# Over 60 lines: most of it is the two functions' SQL text, kept whole so it reads as SQL.
 def postgres_vector_functions(name: str) -> tuple[str, str]:
     """``CREATE OR REPLACE FUNCTION`` statements of ``name(doc text) RETURNS tsvector``,
     unicode61 in SQL, and of the word folding it calls, ``name_fold(word text)``.
