@@ -51,10 +51,37 @@ def existing_tables(db: Bind) -> frozenset[str]:
 
 
 def create_tables(db: Bind) -> None:
-    """Create whichever topic table or index is missing (SQLite; PostgreSQL has them)."""
-    if backend_for(db).name == "sqlite":
-        for statement in SQLITE_TOPIC_DDL:
-            run(db, text(statement))
+    """Create whichever topic table or index is missing, and give a bindings table of
+    upstream's first layout its cascade (SQLite; PostgreSQL has them at head)."""
+    if backend_for(db).name != "sqlite":
+        return
+    if _bindings_lack_cascade(db):
+        _rebuild_bindings_with_cascade(db)
+    for statement in SQLITE_TOPIC_DDL:
+        run(db, text(statement))
+
+
+def _bindings_lack_cascade(db: Bind) -> bool:
+    """Whether a bindings table exists whose session key does not cascade deletes (the
+    layout upstream's first topic-mode release created)."""
+    keys = run(
+        db, text("SELECT \"table\", on_delete FROM pragma_foreign_key_list('telegram_dm_topic_bindings')")
+    )
+    return any(table == "sessions" and on_delete != "CASCADE" for table, on_delete in keys)
+
+
+def _rebuild_bindings_with_cascade(db: Bind) -> None:
+    """Recreate the bindings table in its current layout, every row kept. SQLite cannot
+    change a foreign key in place: the rows move to a new table that takes the old name
+    (its indexes are then made again by the caller's DDL)."""
+    current = next(ddl for ddl in SQLITE_TOPIC_DDL if "telegram_dm_topic_bindings (" in ddl)
+    columns = ", ".join(column.name for column in _BINDING_COLUMNS)
+    new_table = current.replace("IF NOT EXISTS telegram_dm_topic_bindings", "telegram_dm_topic_bindings_new")
+    run(db, text(new_table))
+    run(db, text(f"INSERT INTO telegram_dm_topic_bindings_new ({columns}) SELECT {columns} "
+                 "FROM telegram_dm_topic_bindings"))
+    run(db, text("DROP TABLE telegram_dm_topic_bindings"))
+    run(db, text("ALTER TABLE telegram_dm_topic_bindings_new RENAME TO telegram_dm_topic_bindings"))
 
 
 def open_tables(db: Bind) -> None:

@@ -125,6 +125,41 @@ def test_the_migration_creates_the_tables_once(db: SessionDB, raw: Any, backend:
     assert store.list_telegram_topic_bindings_for_chat(chat_id=1) == []
 
 
+FIRST_SHAPE_BINDINGS = """CREATE TABLE telegram_dm_topic_bindings (
+    chat_id TEXT NOT NULL, thread_id TEXT NOT NULL, user_id TEXT NOT NULL,
+    session_key TEXT NOT NULL, session_id TEXT NOT NULL REFERENCES sessions(id),
+    managed_mode TEXT NOT NULL DEFAULT 'auto', linked_at REAL NOT NULL, updated_at REAL NOT NULL,
+    PRIMARY KEY (chat_id, thread_id))"""
+
+
+def test_the_migration_rebuilds_a_first_shape_bindings_table_with_its_cascade(
+    db: SessionDB, raw: Any, backend: str
+) -> None:
+    """A bindings table of upstream's first layout (no ON DELETE CASCADE) is rebuilt, its
+    rows kept, as upstream's own migration does."""
+    raw.sqlite_only("the first-shape bindings table")
+    store = untouched_store(db, raw, backend)
+    store.apply_telegram_topic_migration()
+    store.create_session("s1", "telegram")
+    raw.execute("DROP TABLE telegram_dm_topic_bindings")
+    raw.execute(FIRST_SHAPE_BINDINGS)
+    raw.execute(
+        "INSERT INTO telegram_dm_topic_bindings VALUES ('c1', 't1', 'u', 'k', 's1', 'auto', 1, 2)"
+    )
+    raw.execute("UPDATE state_meta SET value = '1' WHERE key = 'telegram_dm_topic_schema_version'")
+    raw.conn.commit()
+    store.apply_telegram_topic_migration()
+    keys = raw.rows("PRAGMA foreign_key_list('telegram_dm_topic_bindings')")
+    cascade = [row[6] for row in keys]
+    assert cascade == ["CASCADE"]
+    assert store.get_meta("telegram_dm_topic_schema_version") == "2"
+    assert [b["thread_id"] for b in store.list_telegram_topic_bindings_for_chat(chat_id="c1")] == ["t1"]
+    index = "SELECT count(*) FROM sqlite_master WHERE name = 'idx_telegram_dm_topic_bindings_session'"
+    assert raw.one(index) == 1
+    assert store.delete_session("s1")
+    assert store.list_telegram_topic_bindings_for_chat(chat_id="c1") == []
+
+
 def test_enabling_creates_the_tables(db: SessionDB, raw: Any, backend: str) -> None:
     store = untouched_store(db, raw, backend)
     store.enable_telegram_topic_mode(chat_id=1, user_id=2)
