@@ -197,9 +197,9 @@ def test_a_database_newer_than_this_release_is_used_with_a_warning(pg_url: str) 
 def test_opening_never_queues_behind_a_migrating_process(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Another process holds the migration lock (as a long upgrade does): a default open
-    does not wait for it at all (it refuses the old schema at once), and a migrating open
-    waits a bounded time, then says why."""
+    """Another process holds the migration lock (as a long upgrade does) without moving the
+    schema: a default open waits only while the schema stands still for a few seconds, then
+    refuses the old schema, and a migrating open waits a bounded time, then says why."""
     _alembic_to(pg_url, PREVIOUS)
     migrator = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
     with migrator.connect() as connection, connection.begin():
