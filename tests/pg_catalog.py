@@ -109,21 +109,22 @@ HOLD_LOCK = 424_242
 """The advisory lock :func:`hold_update_of` makes an UPDATE wait for."""
 
 
-def hold_update_of(url: str, message_id: int) -> Callable[[], None]:
-    """Make any UPDATE of message ``message_id`` at ``url`` wait until the returned function
-    is called: a test-only trigger on that row waits for an advisory lock this function
-    holds on a connection of its own. So a backfill stops inside the batch holding the row
-    whatever the timing (:func:`update_is_held` says when it waits). The returned function
-    releases the lock and drops the trigger."""
+def hold_update_of(url: str, row_id: int | str, table: str = "messages") -> Callable[[], None]:
+    """Make any UPDATE of row ``row_id`` of ``table`` at ``url`` wait until the returned
+    function is called: a test-only trigger on that row waits for an advisory lock this
+    function holds on a connection of its own. So a backfill stops inside the batch holding
+    the row whatever the timing (:func:`update_is_held` says when it waits). The returned
+    function releases the lock and drops the trigger."""
     engine = engine_for(url)
+    key = f"'{row_id}'" if isinstance(row_id, str) else str(int(row_id))
     with engine.begin() as connection:
         connection.exec_driver_sql(
             "CREATE FUNCTION test_wait_for_release() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
             f"PERFORM pg_advisory_xact_lock_shared({HOLD_LOCK}); RETURN NEW; END $$"
         )
         connection.exec_driver_sql(
-            "CREATE TRIGGER test_wait_for_release BEFORE UPDATE ON messages FOR EACH ROW "
-            f"WHEN (NEW.id = {message_id}) EXECUTE FUNCTION test_wait_for_release()"
+            f"CREATE TRIGGER test_wait_for_release BEFORE UPDATE ON {table} FOR EACH ROW "
+            f"WHEN (NEW.id = {key}) EXECUTE FUNCTION test_wait_for_release()"
         )
     holder = engine.connect()
     holder.exec_driver_sql(f"SELECT pg_advisory_lock({HOLD_LOCK})").all()
@@ -132,7 +133,7 @@ def hold_update_of(url: str, message_id: int) -> Callable[[], None]:
         holder.exec_driver_sql(f"SELECT pg_advisory_unlock({HOLD_LOCK})").all()
         holder.close()
         with engine.begin() as connection:
-            connection.exec_driver_sql("DROP TRIGGER test_wait_for_release ON messages")
+            connection.exec_driver_sql(f"DROP TRIGGER test_wait_for_release ON {table}")
             connection.exec_driver_sql("DROP FUNCTION test_wait_for_release()")
         engine.dispose()
 

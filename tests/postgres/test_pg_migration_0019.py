@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,8 +25,10 @@ from pg_catalog import (
     alembic_command,
     catalog,
     engine_for,
+    hold_update_of,
     migrate_with_rows,
     scalar,
+    update_is_held,
     wait_for,
 )
 from pg_server import scratch_database
@@ -74,7 +75,6 @@ MESSAGES_DIGEST = (
     "SELECT md5(string_agg(id || '|' || session_id || '|' || content, ',' ORDER BY id)) FROM messages"
 )
 CONFIGS_NOW = "SELECT id, model_config FROM sessions ORDER BY id"
-HOLD_LOCK = 434_343
 
 
 def expected_configs() -> dict[str, object]:
@@ -195,45 +195,6 @@ def test_a_run_stopped_after_its_last_step_is_finished_by_the_next(pg_url: str) 
     assert scalar(pg_url, "SELECT string_agg(xmin::text, ',' ORDER BY id) FROM sessions") == tagged_versions
 
 
-def hold_update_of_session(url: str, session_id: str) -> Callable[[], None]:
-    """Make an UPDATE of session ``session_id`` wait until the returned function is called
-    (a test-only trigger waits for an advisory lock held here); the function releases the
-    lock and drops the trigger."""
-    engine = engine_for(url)
-    with engine.begin() as connection:
-        connection.exec_driver_sql(
-            "CREATE FUNCTION test_hold_session() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-            f"PERFORM pg_advisory_xact_lock_shared({HOLD_LOCK}); RETURN NEW; END $$"
-        )
-        connection.exec_driver_sql(
-            "CREATE TRIGGER test_hold_session BEFORE UPDATE ON sessions FOR EACH ROW "
-            f"WHEN (NEW.id = '{session_id}') EXECUTE FUNCTION test_hold_session()"
-        )
-    holder = engine.connect()
-    holder.exec_driver_sql(f"SELECT pg_advisory_lock({HOLD_LOCK})").all()
-
-    def release() -> None:
-        holder.exec_driver_sql(f"SELECT pg_advisory_unlock({HOLD_LOCK})").all()
-        holder.close()
-        with engine.begin() as connection:
-            connection.exec_driver_sql("DROP TRIGGER test_hold_session ON sessions")
-            connection.exec_driver_sql("DROP FUNCTION test_hold_session()")
-        engine.dispose()
-
-    return release
-
-
-def tagging_is_held(url: str) -> bool:
-    return bool(
-        scalar(
-            url,
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-            f"AND objid = {HOLD_LOCK} AND database = (SELECT oid FROM pg_database "
-            "WHERE datname = current_database())",
-        )
-    )
-
-
 PREVIOUS_RELEASE_WRITES = (
     # What revision 0018's release does while serving: new sessions and messages (no new
     # column named), counters bumped on a session the tagging does not touch.
@@ -258,7 +219,7 @@ def test_killed_inside_the_tagging_is_completed_by_the_next_run_while_the_previo
         sid for sid in second_range if isinstance(expected[sid], dict) and "_delegate_from" in expected[sid]
     )  # type: ignore[operator]
     first_range = sorted(expected)[:per_batch]
-    release = hold_update_of_session(pg_url, held)
+    release = hold_update_of(pg_url, held, table="sessions")
     with (tmp_path / "upgrade.log").open("wb") as stderr:
         upgrade = subprocess.Popen(
             alembic_command(pg_url, "upgrade", "0019"),
@@ -267,7 +228,7 @@ def test_killed_inside_the_tagging_is_completed_by_the_next_run_while_the_previo
             stderr=stderr,
         )
     try:
-        wait_for(lambda: tagging_is_held(pg_url), "the tagging to wait inside its second range")
+        wait_for(lambda: update_is_held(pg_url), "the tagging to wait inside its second range")
         # The first range committed; the held one has not.
         now = configs_now(pg_url)
         assert all(now[sid] == expected[sid] for sid in first_range)
