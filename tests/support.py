@@ -145,3 +145,27 @@ UPSTREAM_SANITIZER_ROWS = [
     ("hello and", "hello"),
     ("__init__", '"__init__"'),
 ]
+
+
+MESSAGE_COLUMNS = {
+    "id",
+    "session_id",
+    "role",
+    "content",
+    "tool_call_id",
+    "tool_calls",
+    "tool_name",
+    "timestamp",
+    "token_count",
+    "finish_reason",
+    "reasoning",
+    "reasoning_content",
+    "reasoning_details",
+    "codex_reasoning_items",
+    "codex_message_items",
+    "platform_message_id",
+    "observed",
+    "active",
+    "compacted",
+}
+"""The 19 columns of a message row at schema 17 (what ``get_messages`` returns per message)."""

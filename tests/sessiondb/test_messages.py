@@ -11,28 +11,8 @@ import time
 
 import pytest
 from sqlalchemy import exc as sa_exc
+from support import MESSAGE_COLUMNS
 
-MESSAGE_KEYS = {
-    "id",
-    "session_id",
-    "role",
-    "content",
-    "tool_call_id",
-    "tool_calls",
-    "tool_name",
-    "timestamp",
-    "token_count",
-    "finish_reason",
-    "reasoning",
-    "reasoning_content",
-    "reasoning_details",
-    "codex_reasoning_items",
-    "codex_message_items",
-    "platform_message_id",
-    "observed",
-    "active",
-    "compacted",
-}
 FLAGS = {"observed": 0, "active": 1, "compacted": 0}
 """The flag columns of a message just appended: a live message the agent was addressed by."""
 
@@ -133,7 +113,7 @@ def test_all_fields_round_trip(db, sid):
         timestamp=1_700_000_000.25,
     )
     (message,) = db.get_messages(sid)
-    assert set(message) == MESSAGE_KEYS
+    assert set(message) == MESSAGE_COLUMNS
     assert message["session_id"] == sid
     assert message["role"] == "assistant"
     assert message["content"] == "Checking the weather."
@@ -156,7 +136,7 @@ def test_all_fields_round_trip(db, sid):
 def test_defaults_are_null(db, sid):
     db.append_message(sid, "user")
     (message,) = db.get_messages(sid)
-    for key in MESSAGE_KEYS - {"id", "session_id", "role", "timestamp"} - set(FLAGS):
+    for key in MESSAGE_COLUMNS - {"id", "session_id", "role", "timestamp"} - set(FLAGS):
         assert message[key] is None, key
     assert {key: message[key] for key in FLAGS} == FLAGS
     assert isinstance(message["timestamp"], float)

@@ -6,28 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-
-MESSAGE_COLUMNS = {
-    "id",
-    "session_id",
-    "role",
-    "content",
-    "tool_call_id",
-    "tool_calls",
-    "tool_name",
-    "timestamp",
-    "token_count",
-    "finish_reason",
-    "reasoning",
-    "reasoning_content",
-    "reasoning_details",
-    "codex_reasoning_items",
-    "codex_message_items",
-    "platform_message_id",
-    "observed",
-    "active",
-    "compacted",
-}
+from support import MESSAGE_COLUMNS
 
 
 @pytest.fixture
