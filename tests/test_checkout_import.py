@@ -68,7 +68,7 @@ def test_sessiondb_creates_a_store_when_python_runs_from_the_checkout_root(
     assert result.returncode == 0, result.stderr
     package = Path(json.loads(result.stdout.strip().splitlines()[-1])["package"])
     assert package.is_relative_to(REPO_ROOT / "hermes_store"), "the source tree must be what ran"
-    assert head_of(database) == ("0019", 17)
+    assert head_of(database) == ("0020", 17)
 
 
 def test_cli_module_upgrades_from_the_checkout_root(setup: str, tmp_path: Path) -> None:
@@ -76,4 +76,4 @@ def test_cli_module_upgrades_from_the_checkout_root(setup: str, tmp_path: Path) 
     result = run_from_checkout(setup, "-m", "hermes_store.cli", "--db", str(database), "upgrade")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
-    assert head_of(database) == ("0019", 17)
+    assert head_of(database) == ("0020", 17)

@@ -39,6 +39,7 @@ REVISION_FILES = (
     "0017_word_pair_index.py",
     "0018_search_indexes_by_id_bucket.py",
     "0019_upstream_schema_17.py",
+    "0020_drop_expression_cjk_grams_index.py",
 )
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "hermes_state.py", "hermes_store", "migrations")
 
@@ -166,7 +167,7 @@ def test_installed_wheel_upgrades_a_new_database_to_head_outside_the_checkout(
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert Path(report["package"]).is_relative_to(target)
     assert Path(report["migrations"]).is_relative_to(target)
-    assert report["revision"] == [["0019"]]
+    assert report["revision"] == [["0020"]]
     assert report["schema_version"] == [[17]]
     assert report["alembic_imported"] is True  # the stepped file ran the installed scripts
     assert report["same_catalog"] is True

@@ -6,7 +6,7 @@ migrated to head; ``tests/postgres/test_pg_copy.py`` checks it against a fresh o
 
 # ruff: noqa: E501
 
-REVISION = "0019"
+REVISION = "0020"
 
 OBJECTS: tuple[tuple[str, str, str, str, str | None], ...] = (
     (
@@ -15,13 +15,6 @@ OBJECTS: tuple[tuple[str, str, str, str, str | None], ...] = (
         "compression_locks",
         "CREATE INDEX idx_compression_locks_expires ON compression_locks USING btree (expires_at)",
         "CREATE INDEX idx_compression_locks_expires ON compression_locks USING btree (expires_at)",
-    ),
-    (
-        "index",
-        "idx_messages_cjk_grams",
-        "messages",
-        "CREATE INDEX idx_messages_cjk_grams ON messages USING gin (hermes_cjk_grams(((((COALESCE(content, ''::text) || ' '::text) || COALESCE(tool_name, ''::text)) || ' '::text) || COALESCE(tool_calls, ''::text))))",
-        "CREATE INDEX idx_messages_cjk_grams ON messages USING gin (hermes_cjk_grams(((((COALESCE(content, ''::text) || ' '::text) || COALESCE(tool_name, ''::text)) || ' '::text) || COALESCE(tool_calls, ''::text))))",
     ),
     (
         "index",

@@ -48,7 +48,7 @@ def test_stats_and_upgrade_end_to_end(hermes_store_proc: Proc, seeded_db: Path, 
     assert stats.stdout.startswith("section,key,label,model,sessions")
     fresh = tmp_path / "fresh.db"
     upgraded = hermes_store_proc("--db", str(fresh), "upgrade")
-    assert "→ 0019 (head)" in upgraded.stdout
+    assert "→ 0020 (head)" in upgraded.stdout
     assert json.loads(hermes_store_proc("--db", str(fresh), "doctor", "--json").stdout)["ok"] is True
 
 

@@ -32,7 +32,7 @@ def test_info_json(invoke: Invoke, seeded_db: Path) -> None:
     facts = json.loads(invoke("info", "--json").output)
     assert facts["path"] == str(seeded_db)
     assert facts["backend"] == "sqlite+pysqlite"
-    assert (facts["revision"], facts["schema_version"], facts["at_head"]) == ("0019", 17, True)
+    assert (facts["revision"], facts["schema_version"], facts["at_head"]) == ("0020", 17, True)
     assert (facts["sessions"], facts["messages"], facts["live_sessions"]) == (8, 17, 3)
     assert facts["journal_mode"] == "wal"
     assert facts["size_bytes"] == seeded_db.stat().st_size
@@ -52,7 +52,7 @@ def test_info_human(invoke: Invoke) -> None:
         "Messages",
     ):
         assert label in output
-    assert "0019 (head)" in output
+    assert "0020 (head)" in output
 
 
 def test_info_does_not_upgrade_a_legacy_database(invoke: Invoke, legacy_v5: Path) -> None:

@@ -74,7 +74,7 @@ def test_library_reads_leave_the_store_untouched(store: Path) -> None:
     with sa.orm.Session(engine) as session:
         assert session.scalar(sa.select(sa.func.count()).select_from(Session)) == 8
     engine.dispose()
-    assert current_revision(store) == "0019"
+    assert current_revision(store) == "0020"
     assert snapshot(store.parent) == before
     assert journal_mode(store) == mode
 
@@ -137,4 +137,4 @@ def test_current_json_on_a_missing_store_says_it_does_not_exist(runner: CliRunne
 def test_sessiondb_still_creates_its_parent_folder(tmp_path: Path) -> None:
     path = tmp_path / "home" / ".hermes" / "state.db"
     SessionDB(path).close()
-    assert current_revision(path) == "0019"
+    assert current_revision(path) == "0020"

@@ -29,27 +29,27 @@ def test_upgrade_creates_a_store_and_is_idempotent(invoke: Invoke, tmp_path: Pat
     path = tmp_path / "fresh.db"
     first = invoke("upgrade", db=path)
     assert "Created" in first.output
-    assert "empty (no schema) → 0019 (head) (the schema of the whole history, in one step)" in first.output
-    assert _versions(path) == ([("0019",)], [(17,)])
-    assert "already at 0019 (head); nothing to do" in invoke("upgrade", db=path).output
+    assert "empty (no schema) → 0020 (head) (the schema of the whole history, in one step)" in first.output
+    assert _versions(path) == ([("0020",)], [(17,)])
+    assert "already at 0020 (head); nothing to do" in invoke("upgrade", db=path).output
 
 
 def test_upgrade_of_a_new_file_to_an_older_revision_runs_the_scripts(invoke: Invoke, tmp_path: Path) -> None:
     path = tmp_path / "stepped.db"
     assert "empty (no schema) → 0011 (11 revisions applied)" in invoke("upgrade", "0011", db=path).output
-    assert "0011 → 0019 (head) (8 revisions applied)" in invoke("upgrade", db=path).output
-    assert _versions(path) == ([("0019",)], [(17,)])
+    assert "0011 → 0020 (head) (9 revisions applied)" in invoke("upgrade", db=path).output
+    assert _versions(path) == ([("0020",)], [(17,)])
 
 
 def test_downgrade_and_upgrade_keep_rows(invoke: Invoke, seeded_db: Path) -> None:
     output = invoke("downgrade", "0009").output
-    assert "0019 (head) → 0009 (10 revisions applied)" in output
+    assert "0020 (head) → 0009 (11 revisions applied)" in output
     assert _versions(seeded_db) == ([("0009",)], [(9,)])
     assert json.loads(invoke("current", "--json").output)["revision"] == "0009"
     # Data commands are not run on an old schema behind the operator's back by 'current'/'info'…
     assert json.loads(invoke("info", "--json").output)["revision"] == "0009"
     invoke("upgrade")
-    assert _versions(seeded_db) == ([("0019",)], [(17,)])
+    assert _versions(seeded_db) == ([("0020",)], [(17,)])
     with SessionDB(seeded_db) as db:
         assert db.message_count() == 17
         assert db.search_messages("docker")[0]["session_id"] == "alpha-deploy"
@@ -67,26 +67,26 @@ def test_upgrade_to_a_revision(invoke: Invoke, tmp_path: Path) -> None:
 def test_upgrade_adopts_a_legacy_database(invoke: Invoke, legacy_v5: Path) -> None:
     before = sqlite3.connect(legacy_v5).execute("SELECT COUNT(*) FROM messages").fetchone()[0]
     output = invoke("upgrade", db=legacy_v5).output
-    assert "legacy schema_version 5 (not yet adopted) → 0019 (head)" in output
-    assert _versions(legacy_v5) == ([("0019",)], [(17,)])
+    assert "legacy schema_version 5 (not yet adopted) → 0020 (head)" in output
+    assert _versions(legacy_v5) == ([("0020",)], [(17,)])
     assert json.loads(invoke("info", "--json", db=legacy_v5).output)["messages"] == before
 
 
 def test_downgrade_to_base_asks_first(invoke: Invoke, seeded_db: Path) -> None:
     refused = invoke("downgrade", "base", input="n\n", status=1)
     assert "deletes all data" in refused.output
-    assert _versions(seeded_db)[0] == [("0019",)]
+    assert _versions(seeded_db)[0] == [("0020",)]
 
 
 def test_current(invoke: Invoke, seeded_db: Path) -> None:
-    assert invoke("current").output.startswith("0019 (head)  schema_version 17")
+    assert invoke("current").output.startswith("0020 (head)  schema_version 17")
     state = json.loads(invoke("current", "--json").output)
     assert state == {
         "database": str(seeded_db),
         "exists": True,
-        "revision": "0019",
+        "revision": "0020",
         "schema_version": 17,
-        "head": "0019",
+        "head": "0020",
         "at_head": True,
         "newer": False,
     }
@@ -94,11 +94,11 @@ def test_current(invoke: Invoke, seeded_db: Path) -> None:
 
 def test_history(invoke: Invoke, tmp_path: Path) -> None:
     rows = json.loads(invoke("history", "--json").output)
-    assert [row["revision"] for row in rows] == [f"{n:04d}" for n in range(1, 20)]
+    assert [row["revision"] for row in rows] == [f"{n:04d}" for n in range(1, 21)]
     assert rows[-1]["head"] and rows[-1]["current"]
     assert not any(row["current"] for row in rows[:-1])
     output = invoke("history").output
-    assert "0019" in output and "current, head" in output
+    assert "0020" in output and "current, head" in output
     # Without a database the list is still shown, and no file is created.
     missing = tmp_path / "missing.db"
     assert len(json.loads(invoke("history", "--json", db=missing).output)) == len(rows)

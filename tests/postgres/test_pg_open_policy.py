@@ -2,9 +2,9 @@
 
 An empty database gets the schema at head; one behind head is used as it is (with a
 warning naming ``hermes-store upgrade``) when this release runs on it, and refused with
-:class:`SchemaBehind` when it does not (this release needs revision 0019, its head, so the
-previous revision is refused until the deploy step runs; the warning is shown with a copy
-of the scripts holding one revision more); ``auto_upgrade=True`` (sync and async) migrates
+:class:`SchemaBehind` when it does not (this release needs revision 0019, so the revision
+before it is refused until the deploy step runs; the warning is shown with a copy of the
+scripts holding one revision more); ``auto_upgrade=True`` (sync and async) migrates
 on open. Databases are put behind head by Alembic's upgrade command (in process), and
 brought to head by the real ``hermes-store`` command the refusal names. A SQLite file keeps
 upstream's upgrade-on-open.
@@ -94,7 +94,7 @@ def test_an_empty_database_is_created_at_head(pg_url: str) -> None:
 
 
 def test_the_previous_revision_is_refused_until_the_deploy_step_upgrades_it(pg_url: str) -> None:
-    assert OLDEST_RUNNABLE_REVISION == HEAD  # this release reads the columns of 0019
+    assert OLDEST_RUNNABLE_REVISION == "0019"  # this release reads the columns of 0019
     _alembic_to(pg_url, PREVIOUS)
     _with_rows(pg_url)
     with pytest.raises(SchemaBehind, match=f"revision {PREVIOUS}"):

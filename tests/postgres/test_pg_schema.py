@@ -60,12 +60,12 @@ def test_upgrade_creates_upstream_tables_and_search_indexes(pg_url: str) -> None
         "idx_messages_session",
         "idx_messages_search_vector_bucket",
         "idx_messages_trgm",
-        "idx_messages_cjk_grams",
         "idx_messages_cjk_grams_bucket",
         "idx_messages_session_id",
         "idx_messages_word_pairs_bucket",
     } <= message_indexes
     assert "idx_messages_fts" not in message_indexes  # replaced by the stored vector's index
+    assert "idx_messages_cjk_grams" not in message_indexes  # read by no runnable release (0020)
     # replaced by revision 0018's indexes keyed by id bucket too
     assert (
         not {"idx_messages_search_vector", "idx_messages_stored_cjk_grams", "idx_messages_word_pairs"}

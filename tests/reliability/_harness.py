@@ -810,14 +810,14 @@ def run_migration_kills(
         if state == original_state:
             result.kills_before_commit += 1
             result.kills_with_uncommitted_work += int(uncommitted)
-        elif state == ("0019", 17):
+        elif state == ("0020", 17):
             result.kills_after_completion += 1
             verify_store(db, tagged_only=False)
             fresh_copy()
         else:
             raise VerificationError(f"half-upgraded schema after kill {result.kills}: {state}")
     _run_migrate(db, kill_after=None)
-    if schema_state(db) != ("0019", 17):
+    if schema_state(db) != ("0020", 17):
         raise VerificationError(f"reopening did not complete the upgrade: {schema_state(db)}")
     if row_digest(db) != original:
         raise VerificationError("rows changed by the completed upgrade")
