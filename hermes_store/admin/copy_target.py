@@ -83,6 +83,15 @@ DEFERRED_TABLES = ("sessions", "messages")
 """The bulk-loaded tables whose secondary indexes and foreign keys wait for the load."""
 INDEX_BUILDERS = 2
 """Indexes built at once, each by its own server process (a 2-core server: 2)."""
+LONGEST_BUILDS = (
+    "idx_messages_word_pairs_bucket",
+    "idx_messages_trgm",
+    "idx_messages_search_vector_bucket",
+    "idx_messages_cjk_grams_bucket",
+)
+"""The index builds that take longest, longest first (per message, on the benchmark's
+data: ``docs/postgresql.md``, "Storage per message"). They start first, so the builders
+end close together: started last, the longest would run alone on one core at the end."""
 EMPTIED_MODELS: tuple[type[Base], ...] = (
     TelegramTopicBinding,
     CompressionLock,
@@ -136,6 +145,13 @@ def target_max_message_id(engine: Engine) -> int | None:
         return None if value is None else int(value)
 
 
+def build_order(indexes: Sequence[SchemaObject]) -> list[SchemaObject]:
+    """``indexes`` in the order they are built: :data:`LONGEST_BUILDS` first, then the
+    others in the order given."""
+    rank = {name: place for place, name in enumerate(LONGEST_BUILDS)}
+    return sorted(indexes, key=lambda item: rank.get(item.name, len(rank)))
+
+
 def deferred_objects(reference: StoreSchema) -> list[SchemaObject]:
     """What a PostgreSQL load sets aside: the non-unique indexes and the foreign keys of
     :data:`DEFERRED_TABLES`, as a fresh store defines them."""
@@ -185,6 +201,11 @@ class TargetWriter(Protocol):
 
     def forget(self) -> None:
         """Drop the copy's bookkeeping (once the copy has been verified)."""
+
+    @property
+    def builds_beside_reads(self) -> bool:
+        """Whether :meth:`finish_schema` and :meth:`complete` may run while another
+        connection reads every row of the target (the copy's verification)."""
 
 
 def writer_for(engine: Engine) -> TargetWriter:
@@ -312,6 +333,9 @@ class InsertWriter:
         """Drop the bookkeeping table."""
         self.uow.write(lambda db: STATE_TABLE.drop(db.connection(), checkfirst=True), "finishing the copy")
 
+    builds_beside_reads = False
+    """SQLite: one writer, and a file without WAL blocks its readers while it writes."""
+
 
 _COLUMN_TYPES = """
     SELECT a.attname, t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
@@ -325,6 +349,8 @@ class PostgresCopyWriter:
     binary = False
     """Text COPY: measured as fast as binary here (docs/benchmarks.md) and it takes the
     values SQLite's loose typing may hold (a number stored as text) as INSERT would."""
+    builds_beside_reads = True
+    """``CREATE INDEX``, ``ADD CONSTRAINT`` and ``ANALYZE`` take locks that let readers read."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -439,10 +465,10 @@ class PostgresCopyWriter:
 
     def _create(self, objects: Sequence[SchemaObject], progress: ProgressFn) -> None:
         """Build the indexes :data:`INDEX_BUILDERS` at a time (PostgreSQL builds one GIN
-        index on one core), then the constraints (foreign keys find their rows through
-        the rebuilt indexes), then the triggers. Each on its own connection, in its own
-        transaction."""
-        indexes = [item for item in objects if item.kind == "index"]
+        index on one core), longest first (:func:`build_order`), then the constraints
+        (foreign keys find their rows through the rebuilt indexes), then the triggers.
+        Each on its own connection, in its own transaction."""
+        indexes = build_order([item for item in objects if item.kind == "index"])
         others = [item for item in objects if item.kind != "index"]
         done = 0
         progress("indexes", done, len(objects))

@@ -20,6 +20,8 @@ bookkeeping) runs, in order, stopping at the first difference with
    which must find the message each word was taken from — proof that the rebuilt search
    indexes work.
 
+Steps 1–3 read rows only (:func:`verify_rows`), so a copy into PostgreSQL runs them while
+it builds the target's indexes; steps 4–5 (:func:`verify_schema`) follow the builds.
 The source is read as it is, at its own revision (columns it lacks compare as the
 defaults the copy wrote). Nothing is written to either store.
 """
@@ -54,6 +56,8 @@ from hermes_store.search.filters import SearchFilters
 from hermes_store.search.plan import plan_search
 
 SEARCH_SAMPLES = 5
+VERIFY_STEPS = 5 + SEARCH_SAMPLES
+"""Progress units of step ``verify``: the four checks, then one per sampled word."""
 SEARCH_LIMIT = 1000
 """Hits asked for per sampled word; a word with this many is too common to compare."""
 _WORD = re.compile(r"[a-z]{5,}")
@@ -251,6 +255,54 @@ def _check_search(source: Engine, target: Engine, progress: ProgressFn, step: in
     return searched
 
 
+@dataclass(frozen=True)
+class RowsVerified:
+    """Steps 1–3 passed: every row of every copied table is in the target, unchanged."""
+
+    sessions: int
+    messages: int
+    meta: int
+
+
+def verify_rows(
+    source: Engine, target: Engine, progress: ProgressFn = ignore_progress, *, unfinished: bool = False
+) -> RowsVerified:
+    """Steps 1–3: counts, every session and message row (digests), the small tables.
+
+    Reads rows only, never the target's secondary indexes or constraints: a copy runs it
+    while those are still being built. Raises :class:`CopyMismatch` at the first
+    difference; :class:`CopyRefused` for a target holding an unfinished copy unless
+    ``unfinished``.
+    """
+    if not unfinished and inspect_target(target).unfinished:
+        raise CopyRefused(
+            "the target holds an unfinished copy: finish it with hermes-store copy --resume "
+            "(or start it again with --restart) before verifying"
+        )
+    ours, theirs = readers_for(source), readers_for(target)
+    total = VERIFY_STEPS
+    progress("verify", 0, total)
+    sessions, messages = _check_counts(source, target, ours, theirs)
+    progress("verify", 1, total)
+    _check_sessions(source, target, ours, theirs)
+    progress("verify", 2, total)
+    meta = _check_tables(source, target, ours, theirs, reference_schema(target).seed_meta)
+    progress("verify", 3, total)
+    return RowsVerified(sessions, messages, meta)
+
+
+def verify_schema(
+    source: Engine, target: Engine, rows: RowsVerified, progress: ProgressFn = ignore_progress
+) -> Verification:
+    """Steps 4–5, once every index, constraint and trigger is in place: the target's
+    schema against a fresh store's, then the sampled searches."""
+    objects = _check_schema(target, reference_schema(target))
+    progress("verify", 4, VERIFY_STEPS)
+    searched = _check_search(source, target, progress, 5, VERIFY_STEPS)
+    progress("verify", VERIFY_STEPS, VERIFY_STEPS)
+    return Verification(rows.sessions, rows.messages, rows.meta, tuple(searched), objects)
+
+
 def verify_copy(
     source: Engine, target: Engine, progress: ProgressFn = ignore_progress, *, unfinished: bool = False
 ) -> Verification:
@@ -260,23 +312,5 @@ def verify_copy(
     A target holding an unfinished copy is refused (:class:`CopyRefused`) unless
     ``unfinished`` (the copy itself verifying before it drops its bookkeeping).
     """
-    if not unfinished and inspect_target(target).unfinished:
-        raise CopyRefused(
-            "the target holds an unfinished copy: finish it with hermes-store copy --resume "
-            "(or start it again with --restart) before verifying"
-        )
-    ours, theirs = readers_for(source), readers_for(target)
-    total = 5 + SEARCH_SAMPLES
-    progress("verify", 0, total)
-    sessions, messages = _check_counts(source, target, ours, theirs)
-    progress("verify", 1, total)
-    _check_sessions(source, target, ours, theirs)
-    progress("verify", 2, total)
-    reference = reference_schema(target)
-    meta = _check_tables(source, target, ours, theirs, reference.seed_meta)
-    progress("verify", 3, total)
-    objects = _check_schema(target, reference)
-    progress("verify", 4, total)
-    searched = _check_search(source, target, progress, 5, total)
-    progress("verify", total, total)
-    return Verification(sessions, messages, meta, tuple(searched), objects)
+    rows = verify_rows(source, target, progress, unfinished=unfinished)
+    return verify_schema(source, target, rows, progress)

@@ -22,8 +22,11 @@ leases, Telegram topic state — and resumable:
 7. Every index, constraint and trigger a fresh store at head has and the target lacks is
    created (:mod:`hermes_store.admin.copy_schema`); the message id sequence is moved past
    the largest id; statistics refreshed.
-8. The target is verified against the source, row by row
-   (:mod:`hermes_store.admin.copy_verify`), then the copy's record is dropped.
+8. The target is verified against the source (:mod:`hermes_store.admin.copy_verify`):
+   every row — on a PostgreSQL target while step 7 builds the indexes, each build using
+   one core and the row digests another (the builds read no row the copy still writes,
+   and the digests read no index) — then, once step 7 is done, the schema and the
+   searches; then the copy's record is dropped.
 
 A copy killed at any point leaves either nothing (it had not recorded itself yet) or a
 record ``resume`` continues from and ``restart`` clears. The source must not be written
@@ -34,13 +37,14 @@ resume (``restart`` copies it again from the start).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.engine import Engine
 
-from hermes_store.admin.copy_schema import reference_schema
+from hermes_store.admin.copy_schema import StoreSchema, reference_schema
 from hermes_store.admin.copy_source import TableReader, check_source, columns_of, stream_rows
 from hermes_store.admin.copy_target import (
     TargetWriter,
@@ -49,7 +53,7 @@ from hermes_store.admin.copy_target import (
     target_session_ids,
     writer_for,
 )
-from hermes_store.admin.copy_verify import Verification, verify_copy
+from hermes_store.admin.copy_verify import Verification, verify_copy, verify_rows, verify_schema
 from hermes_store.db.execution import run
 from hermes_store.domain.progress import ProgressFn, ignore_progress
 from hermes_store.errors import CopyMismatch, CopyRefused
@@ -192,6 +196,17 @@ def _message_batches(
         after = int(rows[-1][0])
 
 
+def _read_ahead(batches: Iterator[list[tuple[Any, ...]]]) -> Iterator[list[tuple[Any, ...]]]:
+    """``batches``, each read from the source on a thread of its own while the batch
+    before it is written: the target's server works through a ``COPY`` while the next
+    batch is read, instead of waiting for it."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hermes-copy-read") as reader:
+        upcoming = reader.submit(next, batches, None)
+        while (batch := upcoming.result()) is not None:
+            upcoming = reader.submit(next, batches, None)
+            yield batch
+
+
 def copy_store(
     source: Engine,
     target: Engine,
@@ -240,9 +255,7 @@ def copy_store(
         meta = list(stream_rows(source, readers["state_meta"]))
         writer.upsert_meta(meta)
         progress("metadata", len(meta), len(meta))
-        writer.finish_schema(reference, progress)
-        writer.complete()
-        verification = _verified(source, target, progress)
+        verification = _built_and_verified(source, target, writer, reference, progress)
         writer.forget()
     return CopyReport(
         verification.sessions,
@@ -254,10 +267,27 @@ def copy_store(
     )
 
 
-def _verified(source: Engine, target: Engine, progress: ProgressFn) -> Verification:
-    """The copy's verification; a difference keeps the bookkeeping, so it names ``--restart``."""
+def _built_and_verified(
+    source: Engine, target: Engine, writer: TargetWriter, reference: StoreSchema, progress: ProgressFn
+) -> Verification:
+    """Steps 7 and 8: the schema finished and the copy verified — the rows beside the
+    builds when the writer allows it. A difference keeps the bookkeeping, so it names
+    ``--restart``."""
     try:
-        return verify_copy(source, target, progress, unfinished=True)
+        if not writer.builds_beside_reads:
+            writer.finish_schema(reference, progress)
+            writer.complete()
+            return verify_copy(source, target, progress, unfinished=True)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hermes-copy-verify") as checker:
+            rows = checker.submit(verify_rows, source, target, progress, unfinished=True)
+            try:
+                writer.finish_schema(reference, progress)
+                writer.complete()
+            except BaseException:
+                rows.cancel()
+                raise
+            verified = rows.result()
+        return verify_schema(source, target, verified, progress)
     except CopyMismatch as exc:
         raise CopyMismatch(
             f"{exc}; was the source written to during the copy? run the same copy with --restart "
@@ -277,7 +307,7 @@ def _copy_messages(
     done = _copied_before(source, reader, resumed_after)
     total = int(fingerprint["messages"])
     progress("messages", done, total)
-    for rows in _message_batches(source, reader, resumed_after, batch_rows):
+    for rows in _read_ahead(_message_batches(source, reader, resumed_after, batch_rows)):
         writer.write(Message, rows)
         done += len(rows)
         progress("messages", done, total)
