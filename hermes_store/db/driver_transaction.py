@@ -17,38 +17,67 @@ from sqlalchemy.engine import Connection
 from hermes_store.db import sqlalchemy_private
 from hermes_store.db.bare_cursor import close_quietly
 from hermes_store.db.driver_result import NO_PARAMETERS, DriverResult, cursor_result
-from hermes_store.db.driver_style import in_driver_style
+from hermes_store.db.driver_style import styles_for
 from hermes_store.db.execution_options import NO_BEGIN_OPTION
 from hermes_store.db.public_execution import public_execute
-from hermes_store.db.route_choice import decide_route
+from hermes_store.db.route_choice import RouteMemo
 from hermes_store.db.sqlalchemy_private import Route
 
-DRIVER_TRANSACTION_KEY = "hermes_store_driver_transaction"
-"""``Connection.info`` key of the open :func:`begin_driver_transaction` transaction
-(a :class:`DriverTransaction`), ``None`` when there is none."""
+_new_tuple = tuple.__new__
+
+OPEN_TRANSACTIONS: dict[Connection, DriverTransaction] = {}
+"""Each connection with an open :func:`begin_driver_transaction` transaction, and that
+transaction (one dict lookup per statement: ``Connection.info`` is a chain of three
+properties down to the pool's record, about 1 µs)."""
 
 
 class DriverTransaction:
-    """An open transaction begun by :func:`begin_driver_transaction`, with what its
-    statements need looked up once: the way they go, the driver connection and, on the
-    bare-cursor way, one cursor they share. A write's statements then cost one
-    dictionary lookup each instead of a chain of SQLAlchemy properties and a cursor of
-    their own (about 1.5 µs a statement)."""
+    """The driver-run transactions of one connection (:func:`begin_driver_transaction`),
+    with what their statements need looked up once: the way they go, the driver
+    connection, the statement cache of its dialect and, on the bare-cursor way, one
+    cursor they share. A write's statements then cost one dictionary lookup each instead
+    of a chain of SQLAlchemy properties and a cursor of their own (about 1.5 µs a
+    statement).
 
-    __slots__ = ("cursor", "driver_connection", "route")
+    Given back to :func:`begin_driver_transaction`, the object serves the connection's
+    next transaction too: its cursor stays open between them, and the way statements go
+    is decided again only when a SQLAlchemy listener was added or removed meanwhile
+    (:class:`~hermes_store.db.route_choice.RouteMemo`).
+    """
 
-    def __init__(self, route: Route, driver_connection: Any) -> None:
-        self.route = route
-        self.driver_connection = driver_connection
+    __slots__ = ("connection", "cursor", "driver_connection", "memo", "route", "styles")
+
+    def __init__(self, connection: Connection) -> None:
+        if not connection.get_execution_options().get(NO_BEGIN_OPTION):
+            raise ValueError(f"a driver transaction needs a connection with the {NO_BEGIN_OPTION} option")
+        self.connection = connection
+        self.driver_connection: Any = connection.connection.dbapi_connection
+        self.styles = styles_for(connection.dialect)
+        self.memo = RouteMemo()
+        self.route = Route.CORE
         self.cursor: Any = None
 
     def run(self, connection: Connection, sql: str, params: Mapping[str, Any]) -> DriverResult:
         """Run the hand-written ``sql`` (named ``:param`` placeholders) inside this
         transaction, the way decided as it began; returns its rows."""
-        if self.route is Route.BARE_CURSOR:
-            statement, parameters = in_driver_style(connection, sql, params)
-            return cursor_result(self.execute(connection, statement, parameters))
-        return public_execute(connection, self.route, sql, params)
+        if self.route is not Route.BARE_CURSOR:
+            return public_execute(connection, self.route, sql, params)
+        styles = self.styles
+        # bind() and execute(), inline: this runs for every statement of every write.
+        statement, values_of = styles.recent.get(sql) or styles.miss(sql)
+        parameters = dict(params) if values_of is None else values_of(params)
+        cursor = self.cursor
+        if cursor is None:
+            cursor = self.cursor = self.driver_connection.cursor()
+        try:
+            cursor.execute(statement, parameters)
+        except BaseException as exc:
+            self.cursor = None
+            sqlalchemy_private.raise_driver_error(connection, exc, statement, parameters, cursor)
+        if cursor.description is None:  # cursor_result(), inline for INSERT and UPDATE
+            # tuple.__new__: a NamedTuple's own __new__ is a Python function (a frame).
+            return _new_tuple(DriverResult, (None, [], getattr(cursor, "lastrowid", None)))
+        return cursor_result(cursor)
 
     def execute(self, connection: Connection, statement: str, parameters: Any) -> Any:
         """Run ``statement`` (in the driver's parameter style) on the shared cursor;
@@ -74,30 +103,63 @@ class DriverTransaction:
         else:
             self.execute(connection, sql, ())
 
+    def begin(self, connection: Connection, sql: str) -> None:
+        """Begin a transaction on this object's connection with ``sql`` (see
+        :func:`begin_driver_transaction`), the way its statements go decided first."""
+        route = self.route = self.memo.route_for(connection)
+        OPEN_TRANSACTIONS[connection] = self
+        if route is Route.BARE_CURSOR:
+            self.execute(connection, sql, ())  # send_control(), inline: once per write
+        else:
+            self.send_control(connection, sql)
+
+    def end(self, connection: Connection, *, commit: bool = True) -> None:
+        """``COMMIT`` (or ``ROLLBACK``) this transaction (see :func:`end_driver_transaction`)."""
+        sql = "COMMIT" if commit else "ROLLBACK"
+        try:
+            if self.route is Route.BARE_CURSOR:
+                self.execute(connection, sql, ())  # send_control(), inline: once per write
+            else:
+                self.send_control(connection, sql)
+        except BaseException:
+            self.close_cursor()
+            raise
+        # The cursor stays open for the connection's next transaction (it holds no
+        # statement). What _forget_driver_transaction() does, inline: once per write.
+        OPEN_TRANSACTIONS.pop(connection, None)
+        bookkeeping = connection.get_transaction()
+        if bookkeeping is not None:
+            if commit:
+                bookkeeping.commit()
+            else:
+                bookkeeping.rollback()
+
     def close_cursor(self) -> None:
-        """Close the shared cursor, if one is open (as the transaction ends)."""
+        """Close the shared cursor, if one is open."""
         cursor, self.cursor = self.cursor, None
         if cursor is not None:
             close_quietly(cursor)
 
 
-def begin_driver_transaction(connection: Connection, sql: str) -> DriverTransaction:
+def begin_driver_transaction(
+    connection: Connection, sql: str, previous: DriverTransaction | None = None
+) -> DriverTransaction:
     """Begin a transaction at the driver with ``sql`` (``BEGIN IMMEDIATE``), through the
     seam, so that what watches statements sees it; end it with
     :func:`end_driver_transaction` (given the returned transaction, which saves looking
-    it up).
+    it up). ``previous``: what this function returned for the connection's last
+    transaction, reused when it was the same connection's.
 
     Statements of the seam run inside it without beginning anything; SQLAlchemy's own
     execution (``Connection.execute``, an ORM flush) still opens its transaction as
     bookkeeping, so ``connection`` must carry :data:`NO_BEGIN_OPTION` (that transaction
     then sends no ``BEGIN`` of its own), and :func:`end_driver_transaction` closes it.
-    The way statements go is decided here, once (:func:`decide_route`).
+    The way statements go is decided here, once per transaction (:class:`RouteMemo`).
     """
-    if not connection.get_execution_options().get(NO_BEGIN_OPTION):
-        raise ValueError(f"a driver transaction needs a connection with the {NO_BEGIN_OPTION} option")
-    transaction = DriverTransaction(decide_route(connection), connection.connection.dbapi_connection)
-    connection.info[DRIVER_TRANSACTION_KEY] = transaction
-    transaction.send_control(connection, sql)
+    transaction = previous
+    if transaction is None or transaction.connection is not connection:
+        transaction = DriverTransaction(connection)
+    transaction.begin(connection, sql)
     return transaction
 
 
@@ -110,19 +172,17 @@ def end_driver_transaction(
     ``COMMIT`` fails, the driver's transaction may still be open: the caller rolls it back
     (``commit=False``) or discards the connection."""
     if transaction is None:
-        transaction = connection.info.get(DRIVER_TRANSACTION_KEY)
+        transaction = OPEN_TRANSACTIONS.get(connection)
         if transaction is None:
             raise ValueError("no driver transaction is open on this connection")
-    transaction.send_control(connection, "COMMIT" if commit else "ROLLBACK")
-    transaction.close_cursor()
-    _forget_driver_transaction(connection, commit=commit)
+    transaction.end(connection, commit=commit)
 
 
 def abandon_driver_transaction(connection: Connection) -> None:
     """Forget a :func:`begin_driver_transaction` transaction the driver no longer has (its
     ``BEGIN`` failed, or a failed ``COMMIT`` ended it), rolling back SQLAlchemy's
     bookkeeping transaction if one is open; nothing is sent to the driver."""
-    transaction: DriverTransaction | None = connection.info.get(DRIVER_TRANSACTION_KEY)
+    transaction = OPEN_TRANSACTIONS.get(connection)
     if transaction is not None:
         transaction.close_cursor()
     _forget_driver_transaction(connection, commit=False)
@@ -130,7 +190,7 @@ def abandon_driver_transaction(connection: Connection) -> None:
 
 def _forget_driver_transaction(connection: Connection, *, commit: bool) -> None:
     # The bookkeeping transaction's end sends nothing: the driver's is over already.
-    connection.info[DRIVER_TRANSACTION_KEY] = None
+    OPEN_TRANSACTIONS.pop(connection, None)
     bookkeeping = connection.get_transaction()
     if bookkeeping is not None:
         if commit:
@@ -142,4 +202,4 @@ def _forget_driver_transaction(connection: Connection, *, commit: bool) -> None:
 def in_driver_transaction(connection: Connection) -> bool:
     """Whether :func:`begin_driver_transaction` began a transaction on ``connection`` that
     :func:`end_driver_transaction` has not ended."""
-    return connection.info.get(DRIVER_TRANSACTION_KEY) is not None
+    return connection in OPEN_TRANSACTIONS

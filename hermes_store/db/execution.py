@@ -42,7 +42,7 @@ from hermes_store.db import sqlalchemy_private
 from hermes_store.db.bare_cursor import execute_on_bare_cursor
 from hermes_store.db.content_decoding import decode_content
 from hermes_store.db.driver_result import NO_PARAMETERS, DriverResult
-from hermes_store.db.driver_transaction import DRIVER_TRANSACTION_KEY, DriverTransaction
+from hermes_store.db.driver_transaction import OPEN_TRANSACTIONS
 from hermes_store.db.expanding_text import execute_expanding_text, expanding_names
 from hermes_store.db.public_execution import public_execute, public_execute_outside_a_transaction
 from hermes_store.db.route_choice import ROUTE_KEY
@@ -94,13 +94,12 @@ def driver_execute(
     checkpoint on the idle write connection.
     """
     if begin:
-        info = connection.info  # one lookup: a property chain down to the pool's record
-        transaction: DriverTransaction | None = info.get(DRIVER_TRANSACTION_KEY)
+        transaction = OPEN_TRANSACTIONS.get(connection)
         if transaction is not None:
             return transaction.run(connection, sql, params)
         if not connection.in_transaction():
             connection.begin()
-        route = route or info.get(ROUTE_KEY) or sqlalchemy_private.route(connection)
+        route = route or connection.info.get(ROUTE_KEY) or sqlalchemy_private.route(connection)
     elif route is None:
         route = sqlalchemy_private.route(connection)
     if route is Route.BARE_CURSOR:

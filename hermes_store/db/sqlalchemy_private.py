@@ -14,6 +14,12 @@ Two things SQLAlchemy does not offer publicly make that safe:
   :func:`watches_transaction_ends`).
   When any is set, the seam takes a public path (:class:`Route`), so listeners get
   exactly what SQLAlchemy gives them.
+* **Has any listener come or gone?** (:func:`listeners_fingerprint`) SQLAlchemy keeps
+  every registered listener of every event in one registry
+  (``sqlalchemy.event.registry._key_to_collection``, keyed by target, event and
+  function, in registration order); its size and newest key tell, in a few hundred CPU
+  instructions, whether the answer above can have changed, so that the seam asks it once
+  per change rather than once per transaction (about 20,000 instructions an append).
 * **Wrapping a failed statement's error** as SQLAlchemy does: ``Connection.
   _handle_dbapi_exception`` turns a driver error into SQLAlchemy's ``DBAPIError`` family
   and invalidates the connection on a disconnect (the unit of work then retries on a new
@@ -39,6 +45,7 @@ from typing import Any, NoReturn
 import sqlalchemy
 from sqlalchemy.engine import Connection
 from sqlalchemy.engine.events import ConnectionEvents, DialectEvents
+from sqlalchemy.event import registry as event_registry
 
 CHECKED_RANGE = ((2, 0), (2, 1))
 """The SQLAlchemy releases (major, minor) whose internals this module was checked against."""
@@ -68,6 +75,7 @@ def _members_present() -> bool:
     # them must fall back to the public path, not fail with AttributeError.
     return (
         callable(getattr(Connection, "_handle_dbapi_exception", None))
+        and isinstance(getattr(event_registry, "_key_to_collection", None), dict)
         and all(hasattr(ConnectionEvents, name) for name in _CONNECTION_EVENTS + _TRANSACTION_EVENTS)
         and all(hasattr(DialectEvents, name) for name in _DIALECT_EVENTS)
     )
@@ -111,6 +119,24 @@ def route(connection: Connection) -> Route:
     ):
         return Route.DRIVER_SQL
     return Route.BARE_CURSOR
+
+
+_LISTENERS: dict[Any, Any] | None = event_registry._key_to_collection if AVAILABLE else None
+
+
+def listeners_fingerprint() -> object:
+    """What changes when any SQLAlchemy event listener is added or removed: the number of
+    registered listeners and the newest one (``None`` when this SQLAlchemy was not
+    checked: decide every time). Equal fingerprints mean no change, except when the
+    newest listener was removed and added again as the last of as many removals as
+    additions (:class:`~hermes_store.db.route_choice.RouteMemo` bounds that case)."""
+    listeners = _LISTENERS
+    if listeners is None:
+        return None
+    try:
+        return len(listeners), next(reversed(listeners), None)
+    except RuntimeError:  # changed by another thread while read: equal to nothing
+        return object()
 
 
 def watches_transaction_ends(connection: Connection) -> bool:

@@ -27,7 +27,6 @@ _JSON_ASSISTANT_FIELDS = ("reasoning_details", "codex_reasoning_items", "codex_m
 def new_message(
     role: str,
     content: Any = None,
-    *,
     tool_name: str | None = None,
     tool_calls: Any = None,
     tool_call_id: str | None = None,
@@ -48,24 +47,30 @@ def new_message(
 
     ``timestamp`` is already converted (:func:`~hermes_store.domain.codec.explicit_timestamp`);
     ``observed`` is stored as 1 when truthy. ``encode_content`` is the store's content
-    encoder (``SessionDB._encode_content``, a seam upstream's tests patch)."""
+    encoder (``SessionDB._encode_content``, a seam upstream's tests patch). The
+    parameters are ``append_message``'s, in its order, so that it can pass them
+    positionally (sixteen keywords cost about a microsecond an append)."""
+    # Per append: the JSON fields are mostly empty, and encode_json stores every falsy
+    # value as NULL, so it is called only for the others (a call each saved). Fields in
+    # NewMessage's order, positionally: sixteen keywords cost about a microsecond more.
+    encode_json = codec.encode_json
     return messages.NewMessage(
-        role=role,
-        content=encode_content(content),
-        tool_call_id=tool_call_id,
-        tool_calls=codec.encode_json(tool_calls),
-        tool_name=tool_name,
-        token_count=token_count,
-        finish_reason=finish_reason,
-        reasoning=reasoning,
-        reasoning_content=reasoning_content,
-        reasoning_details=codec.encode_json(reasoning_details),
-        codex_reasoning_items=codec.encode_json(codex_reasoning_items),
-        codex_message_items=codec.encode_json(codex_message_items),
-        platform_message_id=platform_message_id,
-        observed=1 if observed else 0,
-        tool_call_units=codec.count_tool_calls(tool_calls),
-        timestamp=timestamp,
+        role,
+        encode_content(content),
+        tool_call_id,
+        encode_json(tool_calls) if tool_calls else None,
+        tool_name,
+        token_count,
+        finish_reason,
+        reasoning,
+        reasoning_content,
+        encode_json(reasoning_details) if reasoning_details else None,
+        encode_json(codex_reasoning_items) if codex_reasoning_items else None,
+        encode_json(codex_message_items) if codex_message_items else None,
+        platform_message_id,
+        1 if observed else 0,
+        0 if tool_calls is None else codec.count_tool_calls(tool_calls),
+        timestamp,
     )
 
 

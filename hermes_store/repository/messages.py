@@ -8,7 +8,7 @@ encoded (see :mod:`hermes_store.domain.codec`); these functions only move rows. 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,7 +111,8 @@ def append(db: Bind, session_id: str, message: NewMessage) -> int:
 
     Raises SQLAlchemy's ``IntegrityError`` when the session does not exist.
     """
-    connection = connection_of(db)
+    # connection_of(), inline: the facade's appends always pass the Connection.
+    connection = db if type(db) is Connection else connection_of(db)
     new_id = _insert(connection, session_id, message)
     bump = {"session_id": session_id, "messages": 1, "tool_calls": message.tool_call_units}
     driver_execute(connection, _BUMP_COUNTERS, bump)
@@ -137,20 +138,30 @@ def append_many(db: Bind, session_id: str, messages: Sequence[NewMessage]) -> li
     return new_ids
 
 
+# Dialect class → (its backend's content storage mapping, whether the driver's lastrowid
+# is the new id): looked up once, not per insert.
+_insert_style: dict[type, tuple[Callable[[Any], Any] | None, bool]] = {}
+
+
 def _insert(connection: Connection, session_id: str, message: NewMessage) -> int:
     stamp = message.timestamp
     row = message.row(session_id, time.time() if stamp is None else stamp)
-    # Driver SQL skips column types: map content as the column type (MessageContent) would.
-    to_storage = backend_for(connection).content_bind_processor()
+    dialect = connection.dialect
+    try:
+        to_storage, returns_lastrowid = _insert_style[type(dialect)]
+    except KeyError:
+        # Driver SQL skips column types: content is mapped as the column type
+        # (MessageContent) would. SQLAlchemy's own flag (DefaultDialect): the driver's
+        # lastrowid is the new id (SQLite), so the INSERT needs no RETURNING; otherwise
+        # (PostgreSQL) it does.
+        to_storage = backend_for(connection).content_bind_processor()
+        returns_lastrowid = bool(getattr(dialect, "postfetch_lastrowid", False))
+        _insert_style[type(dialect)] = (to_storage, returns_lastrowid)
     if to_storage is not None:
         row["content"] = to_storage(row["content"])
-    # SQLAlchemy's own flag (DefaultDialect): the driver's lastrowid is the new id
-    # (SQLite), so the INSERT needs no RETURNING; otherwise (PostgreSQL) it does.
-    if getattr(connection.dialect, "postfetch_lastrowid", False):
-        new_id = driver_execute(connection, _INSERT_MESSAGE, row).lastrowid
-    else:
-        new_id = driver_execute(connection, _INSERT_MESSAGE_RETURNING_ID, row).rows[0][0]
-    return int(new_id)  # type: ignore[arg-type]
+    if returns_lastrowid:
+        return driver_execute(connection, _INSERT_MESSAGE, row).lastrowid  # type: ignore[return-value]
+    return int(driver_execute(connection, _INSERT_MESSAGE_RETURNING_ID, row).rows[0][0])
 
 
 def replace_all(db: Bind, session_id: str, messages: Sequence[NewMessage], active_only: bool = False) -> None:

@@ -83,7 +83,9 @@ class WriteQueue:
     """
 
     def __init__(self) -> None:
-        self._writes: deque[QueuedWrite[Any]] = deque()
+        self.waiting: deque[QueuedWrite[Any]] = deque()
+        """The queued writes, oldest first (read it without the lock only to see whether
+        any is there)."""
         # Both conditions share one lock; the paths that never wait take it directly
         # (``with self._mutex``: the C lock, without the Condition's Python-level enter/exit).
         self._mutex = threading.Lock()
@@ -91,21 +93,21 @@ class WriteQueue:
         self._grown = threading.Condition(self._mutex)  # the leader: a write arrived
 
     def __len__(self) -> int:
-        return len(self._writes)
+        return len(self.waiting)
 
     def wait_for_turn(self, writes: list[QueuedWrite[Any]]) -> bool:
         """Queue ``writes`` (one caller's, in order) and sleep until all are done
         (``False``) or one of them leads (``True``)."""
         with self._mutex:
-            alone = not self._writes
-            self._writes.extend(writes)
+            alone = not self.waiting
+            self.waiting.extend(writes)
             if alone:
                 # Lead at once. No leader waits for arrivals (its writes would be queued),
                 # so there is no one to tell.
                 return True
             self._grown.notify()
             try:
-                while not all(write.done for write in writes) and not _holds(writes, self._writes[0]):
+                while not all(write.done for write in writes) and not _holds(writes, self.waiting[0]):
                     self._changed.wait()
             except BaseException as exc:
                 # Interrupted while waiting (KeyboardInterrupt in the main thread): the
@@ -118,7 +120,7 @@ class WriteQueue:
                         write.abandoned = exc
                     elif not write.done:
                         write.fail(exc)
-                self._writes = deque(w for w in self._writes if not w.done)
+                self.waiting = deque(w for w in self.waiting if not w.done)
                 self._changed.notify_all()
                 raise
             return not all(write.done for write in writes)
@@ -146,28 +148,28 @@ class WriteQueue:
         """The leader: wait up to ``timeout`` s until ``expected`` writes are queued (the
         writers of the last group are usually about to send their next)."""
         with self._grown:
-            self._grown.wait_for(lambda: sum(not w.done for w in self._writes) >= expected, timeout)
+            self._grown.wait_for(lambda: sum(not w.done for w in self.waiting) >= expected, timeout)
 
     def pending(self) -> list[QueuedWrite[Any]]:
         """Every queued write not yet done, oldest first (the leader's next group)."""
-        writes = self._writes
+        writes = self.waiting
         if len(writes) == 1:
             # Only the leader's own write: no lock needed, as other writers only ever add
             # to the queue (one that does so now joins the next group).
             only = writes[0]
             return [] if only.done else [only]
         with self._mutex:
-            return [write for write in self._writes if not write.done]
+            return [write for write in self.waiting if not write.done]
 
     def release(self) -> None:
         """Drop the writes that are done and wake their callers (and the next leader)."""
         with self._mutex:
-            queue = self._writes
+            queue = self.waiting
             if len(queue) == 1 and queue[0].done:
                 # The lone writer's own write: nobody else is queued, so nobody waits.
                 queue.clear()
                 return
-            self._writes = deque(write for write in queue if not write.done)
+            self.waiting = deque(write for write in queue if not write.done)
             self._changed.notify_all()
 
 

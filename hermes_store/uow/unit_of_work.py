@@ -14,6 +14,7 @@ the function returns, and rolls back if it raises.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import sqlite3
 import threading
@@ -105,11 +106,15 @@ class UnitOfWork:
         self._isolating = False
         self.groups_commits = self._backend.groups_commits  # uow/group_commit.py
         self._driver_write_begin = self._backend.driver_write_begin
+        # The write connection's driver-run transactions, reused from one to the next.
+        self._driver_transaction: DriverTransaction | None = None
         self._queue = WriteQueue()
         self._last_group_size = 0
         self._last_attempt_s = 0.0
         self.write_count = 0
         self.retry_count = 0
+        # The write count at which the next checkpoint is due (never, when checkpoint_every is 0).
+        self._checkpoint_due: float = checkpoint_every or math.inf
         forget_in_child(self, _forget_connections)
         quiesce_for_fork(self, _pause_writes, _resume_writes)
 
@@ -139,13 +144,92 @@ class UnitOfWork:
         join and flush, which is most of the fixed cost of a short write (the facade's
         writes all run this way).
         """
+        # _write(with_session=False)'s lone-writer test, repeated here: every facade write
+        # comes this way, and the extra call with a keyword costs about 1,500 CPU
+        # instructions a write.
+        if (
+            self.groups_commits
+            and self._last_group_size <= 1
+            and not self._queue.waiting
+            and self._lock.acquire(blocking=False)
+        ):
+            return self._run_alone(work, operation)
         return self._write(work, operation, with_session=False)
 
     def _write(self, work: Callable[[Any], T], operation: str, *, with_session: bool) -> T:
-        write: QueuedWrite[T] = QueuedWrite(work, operation, with_session)
         # ORM-session writes run alone (a session's pending objects and flush belong to
         # one write); the facade's writes all use a Core connection and join.
-        self._run_writes([write], joins=self.groups_commits and not with_session, gathers=True)
+        joins = self.groups_commits and not with_session
+        alone = joins and self._last_group_size <= 1 and not self._queue.waiting
+        if alone and self._lock.acquire(blocking=False):
+            return self._run_alone(work, operation)
+        write: QueuedWrite[T] = QueuedWrite(work, operation, with_session)
+        self._run_writes([write], joins=joins, gathers=True)
+        return write.outcome()
+
+    def _run_alone(self, work: Callable[[Connection], T], operation: str) -> T:
+        """Run the Core-connection write ``work`` of a writer alone, the writer lock
+        already taken (released here).
+
+        The group-commit queue is for writers that meet: one that finds the queue empty
+        and the lock free, while the last group was a single write, has nobody to group
+        with, so it skips the queue and its bookkeeping (about a tenth of an append's
+        Python work). Writers that arrive meanwhile queue as usual and form the next
+        group; once a group of several has formed, every write queues again until the
+        groups are back to one write each, so that waiting for a group's writers to
+        return (:meth:`_gather`) keeps working under contention. A nested write cannot get
+        here: the writer's own thread holds the lock, so its ``acquire`` fails and the
+        queued path raises :class:`NestedWrite`.
+
+        The first attempt runs directly; a driver error it meets (a lock, a dropped
+        connection) goes on as any write's would, with a :class:`QueuedWrite` keeping
+        its attempts.
+        """
+        try:
+            self._writer = self._caller()
+            try:
+                connection = self._connection()
+                begin_sql = self._driver_write_begin
+                try:
+                    # _begin() and _end(), inline: the lone writer's path is every append's.
+                    if begin_sql is not None:
+                        transaction = self._driver_transaction
+                        if transaction is None or transaction.connection is not connection:
+                            transaction = self._driver_transaction = DriverTransaction(connection)
+                        transaction.begin(connection, begin_sql)
+                        result = work(connection)
+                        transaction.end(connection)
+                    else:
+                        root = connection.begin()
+                        result = work(connection)
+                        _commit(root)
+                except BaseException:
+                    self._end_failed_transaction(connection)
+                    raise
+            except _DRIVER_ERRORS as exc:
+                return self._retry_alone(QueuedWrite(work, operation, False), exc)
+            finally:
+                self._writer = None
+            count = self.write_count = self.write_count + 1  # _count_success(), inline
+            if count >= self._checkpoint_due:
+                self._checkpoint_after(count)
+            return result
+        finally:
+            self._lock.release()
+
+    def _retry_alone(self, write: QueuedWrite[T], first_error: BaseException) -> T:
+        """:meth:`_run_alone` after its first attempt failed with ``first_error``: classified
+        and retried as :meth:`_lead` does, still holding the writer lock."""
+        self._writer = self._caller()
+        try:
+            self._isolating = False
+            pause = self._after_failed_attempt([write], first_error)
+            while not write.done:
+                if pause is not None:
+                    self._pause(pause)
+                pause = self._run_group([write], [write])
+        finally:
+            self._writer = None
         return write.outcome()
 
     def run_queued(self, writes: list[QueuedWrite[Any]]) -> None:
@@ -317,10 +401,7 @@ class UnitOfWork:
                 if not self._queue.seal(members):
                     raise _GroupBroken  # a member's caller was interrupted: not committed
                 sealed = True
-            if isinstance(transaction, DriverTransaction):
-                end_driver_transaction(connection, commit=True, transaction=transaction)
-            else:
-                _commit(transaction)
+            _end(connection, transaction)
             return committed
         except BaseException:
             if sealed:
@@ -337,7 +418,10 @@ class UnitOfWork:
         see :attr:`~hermes_store.db.backends.Backend.driver_write_begin`), SQLAlchemy's
         otherwise."""
         if self._driver_write_begin is not None:
-            return begin_driver_transaction(connection, self._driver_write_begin)
+            self._driver_transaction = begin_driver_transaction(
+                connection, self._driver_write_begin, self._driver_transaction
+            )
+            return self._driver_transaction
         return connection.begin()
 
     def _run_joined(self, connection: Connection, write: QueuedWrite[Any]) -> bool:
@@ -484,13 +568,19 @@ class UnitOfWork:
                 connection.close()
 
     def _count_success(self, writes: int = 1) -> None:
-        before = self.write_count
-        self.write_count += writes
+        count = self.write_count = self.write_count + writes
+        if count >= self._checkpoint_due:
+            self._checkpoint_after(count)
+
+    def _checkpoint_after(self, count: int) -> None:
+        """Checkpoint now that ``count`` writes were made (one is due every
+        ``checkpoint_every``), and say when the next is due."""
+        every = self.checkpoint_every
+        self._checkpoint_due = count - count % every + every
         # Still holding the writer lock, right after a commit: the write connection is idle
         # and ours. Another would cost a pool checkout and its own read of the WAL index.
         connection = self._write_connection
-        every = self.checkpoint_every
-        if connection is not None and every and before // every != self.write_count // every:
+        if connection is not None:
             self._checkpoint_on(connection)
 
     def checkpoint(self) -> None:
@@ -563,6 +653,14 @@ def _translated(error: BaseException, operation: str) -> BaseException:
     return translated
 
 
+def _end(connection: Connection, transaction: RootTransaction | DriverTransaction) -> None:
+    """Commit an attempt's transaction, the driver's or SQLAlchemy's."""
+    if isinstance(transaction, DriverTransaction):
+        end_driver_transaction(connection, commit=True, transaction=transaction)
+    else:
+        _commit(transaction)
+
+
 def _commit(transaction: RootTransaction) -> None:
     """Commit; a connection lost during ``COMMIT`` leaves the outcome unknown, so say so."""
     try:
@@ -608,6 +706,7 @@ def _forget_connections(uow: UnitOfWork) -> list[object]:
     uow._idle_connections = []
     uow._write_connection = None
     uow._write_connection_taken = None
+    uow._driver_transaction = None
     uow._write_session = orm.Session()
     # Only the forking thread lives on in the child, but the others' state was copied: a
     # writer lock one of them held would never be released, a write one of them queued

@@ -261,9 +261,9 @@ def test_the_driver_sql_cache_stays_bounded_however_many_query_shapes(connection
         assert execution.fetch_tuples(connection, sql, {"id": "s1"}) == [("s1",)]
         if index % 50 == 0:
             execution.fetch_tuples(connection, LEAN_SQL, {"a": "s0", "b": "s2"})
-    assert len(driver_style._driver_sql) <= 512
-    dialect = connection.dialect
-    assert driver_style._driver_sql.get((LEAN_SQL, type(dialect), dialect.paramstyle)) is not None
+    styles = driver_style.styles_for(connection.dialect)
+    assert len(styles) <= 512
+    assert LEAN_SQL in styles.recent or LEAN_SQL in styles.older
 
 
 def test_lru_cache_evicts_the_least_recently_used() -> None:
