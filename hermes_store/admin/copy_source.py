@@ -48,6 +48,10 @@ COPIED_MODELS: tuple[type[Base], ...] = (
 """Every table whose rows a copy carries (``schema_version`` is the target's own)."""
 STREAM_ROWS = 2_000
 """Rows fetched per round trip by a streaming read."""
+SORT_MEMORY = "256MB"
+"""``work_mem`` of a streaming read on PostgreSQL: a verification reads every message in
+session order (``COLLATE "C"``, the order of no index), a sort of the whole table that
+PostgreSQL's default 4 MB spills into hundreds of runs merged pass after pass."""
 
 
 def columns_of(model: type[Base]) -> list[str]:
@@ -152,6 +156,8 @@ def stream_rows(
     if where is not None:
         statement = statement.where(where)
     with engine.connect() as connection:
+        if engine.dialect.name == "postgresql":
+            connection.exec_driver_sql(f"SET LOCAL work_mem = '{SORT_MEMORY}'")
         streaming = connection.execution_options(stream_results=True, yield_per=STREAM_ROWS)
         for row in run(streaming, statement):
             yield reader.complete(row)
