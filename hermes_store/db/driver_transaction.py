@@ -24,6 +24,9 @@ from hermes_store.db.route_choice import RouteMemo
 from hermes_store.db.sqlalchemy_private import Route
 
 _new_tuple = tuple.__new__
+# A module constant: Python 3.11 cannot specialise reading a class attribute such as
+# Route.BARE_CURSOR, which then costs a full attribute lookup each time (per statement).
+_BARE_CURSOR = Route.BARE_CURSOR
 
 OPEN_TRANSACTIONS: dict[Connection, DriverTransaction] = {}
 """Each connection with an open :func:`begin_driver_transaction` transaction, and that
@@ -60,7 +63,7 @@ class DriverTransaction:
     def run(self, connection: Connection, sql: str, params: Mapping[str, Any]) -> DriverResult:
         """Run the hand-written ``sql`` (named ``:param`` placeholders) inside this
         transaction, the way decided as it began; returns its rows."""
-        if self.route is not Route.BARE_CURSOR:
+        if self.route is not _BARE_CURSOR:
             return public_execute(connection, self.route, sql, params)
         styles = self.styles
         # bind() and execute(), inline: this runs for every statement of every write.
@@ -96,7 +99,7 @@ class DriverTransaction:
     def send_control(self, connection: Connection, sql: str) -> None:
         """Send the transaction's ``BEGIN …``, ``COMMIT`` or ``ROLLBACK`` the way its
         statements go."""
-        if self.route is not Route.BARE_CURSOR:
+        if self.route is not _BARE_CURSOR:
             # Inside SQLAlchemy's bookkeeping transaction (opened here if need be, sending
             # nothing: NO_BEGIN_OPTION), so that it does not commit around the statement.
             public_execute(connection, self.route, sql, NO_PARAMETERS)
@@ -108,7 +111,7 @@ class DriverTransaction:
         :func:`begin_driver_transaction`), the way its statements go decided first."""
         route = self.route = self.memo.route_for(connection)
         OPEN_TRANSACTIONS[connection] = self
-        if route is Route.BARE_CURSOR:
+        if route is _BARE_CURSOR:
             self.execute(connection, sql, ())  # send_control(), inline: once per write
         else:
             self.send_control(connection, sql)
@@ -117,7 +120,7 @@ class DriverTransaction:
         """``COMMIT`` (or ``ROLLBACK``) this transaction (see :func:`end_driver_transaction`)."""
         sql = "COMMIT" if commit else "ROLLBACK"
         try:
-            if self.route is Route.BARE_CURSOR:
+            if self.route is _BARE_CURSOR:
                 self.execute(connection, sql, ())  # send_control(), inline: once per write
             else:
                 self.send_control(connection, sql)

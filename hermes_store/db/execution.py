@@ -50,6 +50,9 @@ from hermes_store.db.sqlalchemy_private import Route
 
 Bind = orm.Session | Connection
 
+# OPEN_TRANSACTIONS.get, bound once: looked up per statement.
+_open_transaction = OPEN_TRANSACTIONS.get
+
 
 def connection_of(db: Bind) -> Connection:
     """The Core connection (inside the session's transaction) that ``db`` runs on."""
@@ -94,7 +97,7 @@ def driver_execute(
     checkpoint on the idle write connection.
     """
     if begin:
-        transaction = OPEN_TRANSACTIONS.get(connection)
+        transaction = _open_transaction(connection)
         if transaction is not None:
             return transaction.run(connection, sql, params)
         if not connection.in_transaction():

@@ -188,7 +188,12 @@ class UnitOfWork:
         try:
             self._writer = self._caller()
             try:
-                connection = self._connection()
+                # Not _connection()'s test of a kept connection (two property calls): a
+                # write connection found dead fails its attempt, which discards it
+                # (_end_failed_transaction), and the retry opens another.
+                connection = self._write_connection
+                if connection is None:
+                    connection = self._connection()
                 begin_sql = self._driver_write_begin
                 try:
                     # _begin() and _end(), inline: the lone writer's path is every append's.
