@@ -320,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="whole-command runs, each beside a bare load")
     parser.add_argument("--phases", action="store_true", help="also time the copy's steps in-process")
     parser.add_argument(
+        "--bare-first", action="store_true", help="the bare load before the copy in each round (load drifts)"
+    )
+    parser.add_argument(
         "--index-costs",
         type=int,
         metavar="N",
@@ -351,14 +354,18 @@ def main(argv: list[str] | None = None) -> int:
                 f"(load {_load(entry['load'])})"
             )
     for _ in range(args.rounds):
+        if args.bare_first:
+            with scratch_database(args.pg_url) as url:
+                bare = bare_load(store, url)
         with scratch_database(args.pg_url) as url:
             run = time_command(store, url)
         report["runs"].append(run)
         _print_command(run, log)
         with scratch_database(args.pg_url) as url:
-            bare = bare_load(store, url)
+            if not args.bare_first:
+                bare = bare_load(store, url)
             _print_bare(bare, run, log)
-            if args.index_costs:
+            if args.index_costs and not args.bare_first:
                 bare["index_costs"] = _index_costs(url, args.index_costs, log)
         report["bare"].append(bare)
         if args.phases:
