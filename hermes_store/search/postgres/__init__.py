@@ -12,8 +12,8 @@ Every index covers the same text as SQLite's FTS5 tables:
 ``content || ' ' || tool_name || ' ' || tool_calls``. Revision 0012 stores its ``tsvector``
 in ``messages.search_vector`` (GIN-indexed), so matching and ranking read the stored
 vector and only the page returned pays for ``ts_headline``. Substring terms go to the
-``pg_trgm`` index; short CJK terms require their adjacent CJK pairs from
-``idx_messages_cjk_grams``, so no search kind has to scan ``messages``. Both kinds look
+``pg_trgm`` index; short CJK terms require their adjacent CJK pairs from the GIN index
+over the stored ``messages.cjk_grams``, so no search kind has to scan ``messages``. Both kinds look
 at a window of the newest message ids first, so a search reads about a page's worth of
 rows, not every match (``docs/search.md``, "best first" on PostgreSQL).
 

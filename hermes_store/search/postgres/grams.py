@@ -37,8 +37,9 @@ def required_cjk_grams(term: str) -> list[str]:
 
     ``pg_trgm`` finds a ``LIKE`` pattern through its index only when the pattern holds a
     word of at least three characters. For a term without one, every message containing
-    the term contains each of its CJK characters and pairs, so requiring them from
-    ``idx_messages_cjk_grams`` narrows the candidates through an index; the ``ILIKE``
+    the term contains each of its CJK characters and pairs, so requiring them from the
+    GIN index over the stored ``messages.cjk_grams`` narrows the candidates through an
+    index; the ``ILIKE``
     beside it still decides the match.
     """
     return [] if _has_trigram_word(term) else cjk_grams_of(term)
