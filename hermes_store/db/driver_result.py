@@ -19,9 +19,14 @@ class DriverResult(NamedTuple):
     """The driver cursor's ``lastrowid`` (SQLite: the rowid an ``INSERT`` just assigned)."""
 
 
+_new_tuple = tuple.__new__
+
+
 def cursor_result(cursor: Any) -> DriverResult:
     """What the driver ``cursor`` holds after its statement ran: names and every row."""
     description = cursor.description
     if description is None:
-        return DriverResult(None, [], getattr(cursor, "lastrowid", None))
+        # tuple.__new__: a NamedTuple's own __new__ is a Python function, a frame more on
+        # every INSERT and UPDATE.
+        return _new_tuple(DriverResult, (None, [], getattr(cursor, "lastrowid", None)))
     return DriverResult([column[0] for column in description], list(cursor.fetchall()))

@@ -17,13 +17,12 @@ from sqlalchemy.engine import Connection
 from hermes_store.db import sqlalchemy_private
 from hermes_store.db.bare_cursor import close_quietly
 from hermes_store.db.driver_result import NO_PARAMETERS, DriverResult, cursor_result
-from hermes_store.db.driver_style import styles_for
+from hermes_store.db.driver_style import bind, styles_for
 from hermes_store.db.execution_options import NO_BEGIN_OPTION
 from hermes_store.db.public_execution import public_execute
 from hermes_store.db.route_choice import RouteMemo
 from hermes_store.db.sqlalchemy_private import Route
 
-_new_tuple = tuple.__new__
 # A module constant: Python 3.11 cannot specialise reading a class attribute such as
 # Route.BARE_CURSOR, which then costs a full attribute lookup each time (per statement).
 _BARE_CURSOR = Route.BARE_CURSOR
@@ -66,21 +65,8 @@ class DriverTransaction:
         if self.route is not _BARE_CURSOR:
             return public_execute(connection, self.route, sql, params)
         styles = self.styles
-        # bind() and execute(), inline: this runs for every statement of every write.
-        statement, values_of = styles.recent.get(sql) or styles.miss(sql)
-        parameters = dict(params) if values_of is None else values_of(params)
-        cursor = self.cursor
-        if cursor is None:
-            cursor = self.cursor = self.driver_connection.cursor()
-        try:
-            cursor.execute(statement, parameters)
-        except BaseException as exc:
-            self.cursor = None
-            sqlalchemy_private.raise_driver_error(connection, exc, statement, parameters, cursor)
-        if cursor.description is None:  # cursor_result(), inline for INSERT and UPDATE
-            # tuple.__new__: a NamedTuple's own __new__ is a Python function (a frame).
-            return _new_tuple(DriverResult, (None, [], getattr(cursor, "lastrowid", None)))
-        return cursor_result(cursor)
+        statement, parameters = bind(styles.recent.get(sql) or styles.miss(sql), params)
+        return cursor_result(self.execute(connection, statement, parameters))
 
     def execute(self, connection: Connection, statement: str, parameters: Any) -> Any:
         """Run ``statement`` (in the driver's parameter style) on the shared cursor;
@@ -109,33 +95,20 @@ class DriverTransaction:
     def begin(self, connection: Connection, sql: str) -> None:
         """Begin a transaction on this object's connection with ``sql`` (see
         :func:`begin_driver_transaction`), the way its statements go decided first."""
-        route = self.route = self.memo.route_for(connection)
+        self.route = self.memo.route_for(connection)
         OPEN_TRANSACTIONS[connection] = self
-        if route is _BARE_CURSOR:
-            self.execute(connection, sql, ())  # send_control(), inline: once per write
-        else:
-            self.send_control(connection, sql)
+        self.send_control(connection, sql)
 
     def end(self, connection: Connection, *, commit: bool = True) -> None:
         """``COMMIT`` (or ``ROLLBACK``) this transaction (see :func:`end_driver_transaction`)."""
-        sql = "COMMIT" if commit else "ROLLBACK"
         try:
-            if self.route is _BARE_CURSOR:
-                self.execute(connection, sql, ())  # send_control(), inline: once per write
-            else:
-                self.send_control(connection, sql)
+            self.send_control(connection, "COMMIT" if commit else "ROLLBACK")
         except BaseException:
             self.close_cursor()
             raise
         # The cursor stays open for the connection's next transaction (it holds no
-        # statement). What _forget_driver_transaction() does, inline: once per write.
-        OPEN_TRANSACTIONS.pop(connection, None)
-        bookkeeping = connection.get_transaction()
-        if bookkeeping is not None:
-            if commit:
-                bookkeeping.commit()
-            else:
-                bookkeeping.rollback()
+        # statement).
+        _forget_driver_transaction(connection, commit=commit)
 
     def close_cursor(self) -> None:
         """Close the shared cursor, if one is open."""

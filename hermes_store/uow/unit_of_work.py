@@ -144,9 +144,7 @@ class UnitOfWork:
         join and flush, which is most of the fixed cost of a short write (the facade's
         writes all run this way).
         """
-        # _write(with_session=False)'s lone-writer test, repeated here: every facade write
-        # comes this way, and the extra call with a keyword costs about 1,500 CPU
-        # instructions a write.
+        # A writer alone (see _run_alone) skips the queue that _write joins.
         if (
             self.groups_commits
             and self._last_group_size <= 1
@@ -160,9 +158,6 @@ class UnitOfWork:
         # ORM-session writes run alone (a session's pending objects and flush belong to
         # one write); the facade's writes all use a Core connection and join.
         joins = self.groups_commits and not with_session
-        alone = joins and self._last_group_size <= 1 and not self._queue.waiting
-        if alone and self._lock.acquire(blocking=False):
-            return self._run_alone(work, operation)
         write: QueuedWrite[T] = QueuedWrite(work, operation, with_session)
         self._run_writes([write], joins=joins, gathers=True)
         return write.outcome()
