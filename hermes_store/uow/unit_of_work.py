@@ -189,20 +189,10 @@ class UnitOfWork:
                 connection = self._write_connection
                 if connection is None:
                     connection = self._connection()
-                begin_sql = self._driver_write_begin
                 try:
-                    # _begin() and _end(), inline: the lone writer's path is every append's.
-                    if begin_sql is not None:
-                        transaction = self._driver_transaction
-                        if transaction is None or transaction.connection is not connection:
-                            transaction = self._driver_transaction = DriverTransaction(connection)
-                        transaction.begin(connection, begin_sql)
-                        result = work(connection)
-                        transaction.end(connection)
-                    else:
-                        root = connection.begin()
-                        result = work(connection)
-                        _commit(root)
+                    transaction = self._begin(connection)
+                    result = work(connection)
+                    _end(connection, transaction)
                 except BaseException:
                     self._end_failed_transaction(connection)
                     raise
