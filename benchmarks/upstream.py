@@ -43,6 +43,30 @@ TEST_IMPORTS = ("agent/tool_dispatch_helpers.py", "agent/tool_result_classificat
 (both import only the standard library and each other)."""
 MODULE_NAME = "upstream_hermes_state"
 
+RELEASE_MIRROR = Path("/work/.mirror/allr-ajmx+allr-agent/repo")
+"""A mirror of upstream's history that reaches release 0.20.3 (its branch
+``refs/heads/stream/downstream`` is upstream unmodified)."""
+RELEASE_COMMIT = "7999ac6e3d59f63e7b60b3297b9a4f24b234f43a"
+"""Upstream release 0.20.3, at schema 26: a newer Hermes than the drop-in serves, whose files
+the store must read right and never damage."""
+RELEASE_FILES = (
+    "hermes_state.py",
+    "hermes_state_common.py",
+    "hermes_state_schema.py",
+    "hermes_state_search.py",
+    "hermes_state_portability.py",
+    "agent/session_activity.py",
+    "agent/message_sanitization.py",
+    "agent/skill_commands.py",
+    "agent/prompt_cache_boundary.py",
+    "agent/skill_preprocessing.py",
+    "hermes_cli/sqlite_runtime.py",
+    "hermes_cli/sqlite_safe_read.py",
+    "hermes_cli/_subprocess_compat.py",
+    "hermes_constants.py",
+)
+"""Release 0.20.3's five store modules and the standard-library-only modules they import."""
+
 _STANDINS = {
     "hermes_constants.py": (
         "import os\nfrom pathlib import Path\n\n\n"
@@ -54,14 +78,15 @@ _STANDINS = {
 }
 
 
-def upstream_file(path: str, commit: str = COMMIT) -> str | None:
-    """The text of ``path`` in upstream Hermes at ``commit``, read from the mirror, or
-    ``None`` (with the reason on stderr) when the mirror cannot provide it."""
-    if not MIRROR.exists():
-        print(f"upstream skipped: no Hermes mirror at {MIRROR}", file=sys.stderr)
+def upstream_file(path: str, commit: str = COMMIT, *, mirror: Path | None = None) -> str | None:
+    """The text of ``path`` in upstream Hermes at ``commit``, read from ``mirror`` (default
+    :data:`MIRROR`), or ``None`` (with the reason on stderr) when the mirror cannot provide it."""
+    mirror = mirror or MIRROR
+    if not mirror.exists():
+        print(f"upstream skipped: no Hermes mirror at {mirror}", file=sys.stderr)
         return None
     shown = subprocess.run(
-        ["git", "-C", str(MIRROR), "show", f"{commit}:{path}"], capture_output=True, text=True
+        ["git", "-C", str(mirror), "show", f"{commit}:{path}"], capture_output=True, text=True
     )
     if shown.returncode != 0:
         print(
@@ -69,6 +94,28 @@ def upstream_file(path: str, commit: str = COMMIT) -> str | None:
         )
         return None
     return shown.stdout
+
+
+def release_folder() -> Path | None:
+    """A temporary folder holding upstream release 0.20.3's store (:data:`RELEASE_FILES`, with
+    ``agent.memory_manager`` stubbed), to be imported as ``hermes_state`` by a process that
+    puts the folder first on ``sys.path``; ``None`` (reason on stderr) without the mirror."""
+    texts: dict[str, str] = {}
+    for path in RELEASE_FILES:
+        text = upstream_file(path, RELEASE_COMMIT, mirror=RELEASE_MIRROR)
+        if text is None:
+            return None
+        texts[path] = text
+    texts |= {
+        "agent/__init__.py": "",
+        "hermes_cli/__init__.py": "",
+        "agent/memory_manager.py": _STANDINS["agent/memory_manager.py"],
+    }
+    folder = Path(tempfile.mkdtemp(prefix="hermes-release-"))
+    for name, text in texts.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
 
 
 def upstream_folder(commit: str = COMMIT) -> Path | None:

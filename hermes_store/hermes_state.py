@@ -223,6 +223,10 @@ class SessionDB(facade.SessionDB):
             missing = self._query(fts_maintenance.missing_fts_objects)
             if not missing:
                 return
+            left_to_hermes = self._query(lambda db: fts_maintenance.unrepairable(db, missing))
+            if left_to_hermes is not None:
+                logger.warning("state.db: %s", left_to_hermes)
+                return
             refilled = self._write(
                 lambda db: fts_maintenance.restore_fts_objects(db, missing), "restoring the full-text index"
             )

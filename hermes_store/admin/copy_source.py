@@ -25,6 +25,7 @@ from sqlalchemy.sql import ColumnElement
 
 from hermes_store.db.execution import run
 from hermes_store.errors import CopyRefused
+from hermes_store.schema.file_layout import read_layout
 from hermes_store.schema.migrate import read_schema_state
 from hermes_store.schema.models import (
     Base,
@@ -168,6 +169,14 @@ def check_source(engine: Engine) -> dict[str, TableReader]:
     it is: no store in it, a schema newer than this release, or titles the target's
     unique title index would refuse (a legacy upstream file that was never adopted)."""
     state = read_schema_state(engine)
+    if state.newer and state.revision is None and engine.dialect.name == "sqlite":
+        with engine.connect() as connection:
+            left_out = ", ".join(read_layout(connection).other_tables) or "none"
+        raise CopyRefused(
+            f"the source was written by a newer Hermes (schema_version {state.legacy_version}), whose tables "
+            f"this hermes-store cannot carry (tables it does not know: {left_out}); a whole-file copy keeps "
+            "everything: hermes-store --db SOURCE backup TARGET"
+        )
     if state.newer:
         raise CopyRefused(
             f"the source is at schema revision {state.revision or state.legacy_version}, newer than this "

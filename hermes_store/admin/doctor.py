@@ -35,6 +35,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.db.backends import backend_for
 from hermes_store.db.engine import sqlite_path, write_engine
+from hermes_store.schema.file_layout import CJK_INDEX, read_layout
 from hermes_store.schema.fts_ddl import FTS_TABLES, fts_triggers
 from hermes_store.schema.indexed_text import indexed_text
 from hermes_store.schema.migrate import read_schema_state
@@ -133,12 +134,17 @@ class Doctor:
                 "no sessions/messages tables: not a Hermes store (create the schema: 'hermes-store upgrade')",
             )
         if state.newer:
-            return Finding(
-                "schema",
-                "warn",
-                f"revision {state.revision} is newer than this hermes_store; "
-                "update it: pip install -U hermes-store",
-            )
+            if state.revision is None:
+                detail = (
+                    f"schema_version {state.legacy_version}, written by a newer Hermes: used as it is, "
+                    "never migrated by this hermes_store ('hermes-store info' says how)"
+                )
+            else:
+                detail = (
+                    f"revision {state.revision} is newer than this hermes_store; "
+                    "update it: pip install -U hermes-store"
+                )
+            return Finding("schema", "warn", detail)
         if not state.at_head:
             where = state.revision or f"legacy schema_version {state.legacy_version}"
             return Finding("schema", "warn", f"at {where}, not head; run 'hermes-store upgrade'")
@@ -156,9 +162,10 @@ class Doctor:
         if not self.sqlite:
             yield Finding("fts", "skipped", "SQLite only")
             return
-        if self.newer:
-            # 'upgrade' leaves a newer schema alone: only a newer hermes-store can check it.
-            yield Finding("fts", "skipped", "the schema is newer than this hermes_store; update hermes-store")
+        layout = read_layout(connection)
+        if self.newer or layout.external_fts:
+            # A newer upstream's layout: FTS5's own check reads any layout; repairs are Hermes'.
+            yield from self._fts5_checks(connection, layout.fts_layout)
             return
         if not self.at_head:
             yield Finding("fts", "skipped", "the schema is not at head; run 'hermes-store upgrade' first")
@@ -175,16 +182,36 @@ class Doctor:
                 continue
             yield self._fts_table(connection, table)
 
-    def _fts_table(self, connection: Connection, table: str) -> Finding:
-        problems = []
+    def _fts5_checks(self, connection: Connection, layout: int | None) -> Iterator[Finding]:
+        """FTS5's ``integrity-check`` of each full-text table of a file in a newer upstream
+        layout (its repair is left to the Hermes that wrote it)."""
+        tables = _names(connection, "table")
+        for table in (*FTS_TABLES, CJK_INDEX):
+            if table not in tables:
+                continue
+            problem = self._fts5_integrity(connection, table)
+            if problem is None:
+                yield Finding(f"fts:{table}", "ok", f"FTS5 integrity-check passes (Hermes layout {layout})")
+            else:
+                detail = f"{problem}; open the file with the Hermes that wrote it to rebuild the index"
+                yield Finding(f"fts:{table}", "fail", detail)
+
+    @staticmethod
+    def _fts5_integrity(connection: Connection, table: str) -> str | None:
+        """FTS5's own ``integrity-check`` of ``table``: ``None`` when it passes, else why not."""
         if connection.in_transaction():
             connection.rollback()
         try:
             connection.exec_driver_sql(f"INSERT INTO {table}({table}) VALUES('integrity-check')")
         except sa.exc.DBAPIError as exc:
-            problems.append(f"FTS5 integrity-check failed ({str(exc.orig).strip()})")
+            return f"FTS5 integrity-check failed ({str(exc.orig).strip()})"
         finally:
             connection.rollback()
+        return None
+
+    def _fts_table(self, connection: Connection, table: str) -> Finding:
+        failed = self._fts5_integrity(connection, table)
+        problems = [] if failed is None else [failed]
         if not problems:
             text = indexed_text("m.")
             missing = _count(

@@ -41,6 +41,7 @@ from hermes_store.db.engine import (
     parse_url,
     resolve_url,
     sqlite_path,
+    write_engine,
 )
 from hermes_store.db.execution import Bind
 from hermes_store.db.memory import is_shared_memory, names_memory, shared_memory_url
@@ -50,7 +51,17 @@ from hermes_store.domain.titles import MAX_TITLE_LENGTH, sanitize_title
 from hermes_store.domain.transcripts import remove_transcripts
 from hermes_store.domain.validation import optional_int, optional_str, require_count, require_str
 from hermes_store.errors import StoreError
-from hermes_store.repository import conversation, lineage, listing, maintenance, messages, meta, sessions
+from hermes_store.repository import (
+    conversation,
+    fts_maintenance,
+    lineage,
+    listing,
+    maintenance,
+    messages,
+    meta,
+    sessions,
+    system_prompts,
+)
 from hermes_store.schema.migrate import ensure_schema
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters, search
@@ -216,10 +227,33 @@ class SessionDB(
         except BaseException:
             self._release_engine(owned=engine is None)
             raise
+        if not read_only and self.db_path is not None:
+            self._detach_unloadable_cjk_index()
         self._uow = UnitOfWork(self.engine, owns_engine=engine is None)
         self._raw: Any = None
         forget_in_child(self, _forget_raw_connection)
         self._closed = False
+
+    def _detach_unloadable_cjk_index(self) -> None:
+        """Keep message writes working beside upstream's optional CJK index when this
+        process cannot load its tokenizer (as upstream does: its triggers go, the index is
+        marked stale for a Hermes that can rebuild it). Runs on connections that go back to
+        the pool, before the unit of work keeps any; best effort, as upstream's: a locked
+        file is tried again on the next open, and until then its message writes fail."""
+        with self.engine.connect() as connection:
+            if not fts_maintenance.cjk_index_unloadable(connection):
+                return
+        try:
+            with write_engine(self.engine).begin() as connection:
+                fts_maintenance.detach_cjk_index(connection)
+        except sa_exc.OperationalError as exc:
+            log.warning("%s: could not detach Hermes' CJK index (%s)", self.db_path, exc.orig)
+            return
+        log.warning(
+            "%s: Hermes' CJK index needs a tokenizer this process cannot load; its triggers were "
+            "dropped and the index marked stale (a Hermes with the tokenizer rebuilds it)",
+            self.db_path,
+        )
 
     @property
     def unit_of_work(self) -> UnitOfWork:
@@ -377,7 +411,8 @@ class SessionDB(
         """Store the session's system prompt."""
         optional_str("system_prompt", system_prompt)
         self._write(
-            lambda db: sessions.set_column(db, session_id, system_prompt=system_prompt),
+            lambda db: system_prompts.store(db, session_id, system_prompt)
+            or sessions.set_column(db, session_id, system_prompt=system_prompt),
             "updating a system prompt",
         )
 
@@ -771,6 +806,7 @@ class SessionDB(
             min_message_count=min_message_count,
             include_archived=include_archived,
             archived_only=archived_only,
+            hide_hidden=True,
         )
         match = listing.ChainMatch(id_query or "", search_query or "")
         return self._query(

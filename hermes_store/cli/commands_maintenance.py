@@ -34,6 +34,7 @@ from hermes_store.cli.target import StoreTarget, pass_target
 from hermes_store.db.backends import backend_for
 from hermes_store.repository import facts, maintenance
 from hermes_store.repository import sessions as sessions_repo
+from hermes_store.schema import file_layout
 from hermes_store.schema import revisions as script_history
 from hermes_store.schema.migrate import read_schema_state
 
@@ -66,6 +67,17 @@ def gather_info(target: StoreTarget, engine: Engine) -> dict[str, Any]:
     with orm.Session(engine) as session:
         info.update(facts.storage(session))
         info.update(facts.counts(session))
+        if path is not None:
+            layout = file_layout.read_layout(session)
+            info["layout"] = {
+                "schema_version": layout.schema_version,
+                "fts_layout": layout.fts_layout,
+                "cjk_index": layout.cjk_index,
+                "shared_prompts": layout.shared_prompts,
+                "other_tables": list(layout.other_tables),
+                "summary": file_layout.describe(layout),
+                "handling": file_layout.handling(layout),
+            }
     return info
 
 
@@ -73,7 +85,7 @@ def gather_info(target: StoreTarget, engine: Engine) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_target
 def info(target: StoreTarget, as_json: bool) -> None:
-    """Show the store's path, backend, schema revision, sizes, counts and journal mode."""
+    """Show the store's path, backend, schema revision, sizes, counts, journal mode and layout."""
     with target.engine() as engine:
         facts = gather_info(target, engine)
     if as_json:
@@ -102,6 +114,8 @@ def info(target: StoreTarget, as_json: bool) -> None:
             )
         )
         rows.append(("SQLite", str(facts.get("sqlite_version"))))
+        rows.append(("Layout", facts["layout"]["summary"]))
+        rows.append(("This release", facts["layout"]["handling"]))
     rows.append(("Sessions", f"{fmt_int(facts['sessions'])} ({fmt_int(facts['live_sessions'])} live)"))
     rows.append(("Messages", fmt_int(facts["messages"])))
     if facts["sources"]:

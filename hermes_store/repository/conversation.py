@@ -19,7 +19,7 @@ from typing import Any
 from hermes_store.db.execution import Bind
 from hermes_store.domain import codec
 from hermes_store.domain.context_sanitizer import sanitize_context
-from hermes_store.repository import lineage, listing, messages, sessions
+from hermes_store.repository import lineage, listing, messages, sessions, system_prompts
 
 _JSON_ASSISTANT_FIELDS = ("reasoning_details", "codex_reasoning_items", "codex_message_items")
 
@@ -146,7 +146,7 @@ def exported_session(db: Bind, session_id: str) -> dict[str, Any] | None:
 
 def exported_all(db: Bind, source: str | None) -> list[dict[str, Any]]:
     """Every session (of ``source``), most recently active first, each with its live messages."""
-    rows = listing.by_last_active(db, source, 100000, 0)
+    rows = system_prompts.resolve(db, listing.by_last_active(db, source, 100000, 0))
     by_session = messages.rows_by_session(db, source)
     return [{**row, "messages": decoded(by_session.get(row["id"], []))} for row in rows]
 

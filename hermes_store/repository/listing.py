@@ -16,8 +16,9 @@ from hermes_store.db.backends import backend_for
 from hermes_store.db.execution import Bind, fetch_dicts, fetch_tuples
 from hermes_store.domain.codec import CONTENT_JSON_PREFIX, preview_text
 from hermes_store.domain.titles import escape_like
-from hermes_store.repository import markers
+from hermes_store.repository import markers, system_prompts
 from hermes_store.repository.lineage import MAX_DEPTH, compression_tips
+from hermes_store.schema.file_layout import layout_of
 from hermes_store.schema.models import Session
 
 _SESSION_COLUMN_NAMES = tuple(column.name for column in Session.__table__.columns)
@@ -57,6 +58,8 @@ class ListingFilter:
     min_message_count: int = 0
     include_archived: bool = False
     archived_only: bool = False
+    hide_hidden: bool = False
+    """Leave out sessions upstream Hermes hides (its ``hidden`` flag, where the file has it)."""
 
     def where(self, db: Bind) -> tuple[str, dict[str, Any]]:
         """The SQL condition on alias ``s`` and its parameters."""
@@ -83,6 +86,8 @@ class ListingFilter:
             clauses.append("s.archived = 1")
         elif not self.include_archived:
             clauses.append("s.archived = 0")
+        if self.hide_hidden and layout_of(db).hides_sessions:
+            clauses.append("s.hidden = 0")
         return " AND ".join(clauses), params
 
 
@@ -275,7 +280,7 @@ def cron_runs(db: Bind, job_id: str, limit: int, offset: int) -> list[dict[str, 
     rows = fetch_dicts(db, sql, params, content_keys=("preview",))
     for row in rows:
         row["preview"] = finish_preview(row["preview"])
-    return rows
+    return system_prompts.resolve(db, rows)
 
 
 def rich_rows_for(db: Bind, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -353,7 +358,7 @@ def rich_listing(
         row["preview"] = finish_preview(row["preview"])
     if project_compression_tips:
         _project_tips(db, [row for row in rows if row.get("end_reason") == "compression"])
-    return rows
+    return system_prompts.resolve(db, rows)
 
 
 def finish_preview(raw: Any) -> str:

@@ -19,7 +19,7 @@ from hermes_store.db.backends import backend_for
 from hermes_store.db.execution import Bind, connection_of, fetch_dicts, run, scalar_text
 from hermes_store.db.server_errors import violated_unique_index
 from hermes_store.domain.titles import escape_like, split_title_number
-from hermes_store.repository import lineage
+from hermes_store.repository import lineage, system_prompts
 from hermes_store.repository.delegates import delegate_children
 from hermes_store.schema.models import TITLE_INDEX, Message, Session
 
@@ -96,6 +96,8 @@ def insert_session(
     else:
         statement = statement.on_conflict_do_nothing(index_elements=["id"])
     run(db, statement)
+    if system_prompt is not None:
+        system_prompts.share_inline(db, session_id, system_prompt)
 
 
 # get_session() is called on nearly every agent turn: plain SQL, its statement cached.
@@ -105,7 +107,7 @@ _SELECT_SESSION = f"SELECT {', '.join(c.name for c in SESSION_COLUMNS)} FROM ses
 def get_row(db: Bind, session_id: str) -> dict[str, Any] | None:
     """All 27 columns of a session as a dict, or ``None``."""
     rows = fetch_dicts(db, f"{_SELECT_SESSION} WHERE id = :session_id", {"session_id": session_id})
-    return rows[0] if rows else None
+    return system_prompts.resolve(db, rows)[0] if rows else None
 
 
 def exists_id(db: Bind, session_id: str) -> bool:
