@@ -349,13 +349,16 @@ def delete_sessions(db: Bind, ids: Sequence[str]) -> None:
     """Delete sessions and their messages, detaching their children first.
 
     Children (compression continuations, branches, untagged sub-agents) are kept with
-    ``parent_session_id = NULL``; grandchildren keep their link to the child.
+    ``parent_session_id = NULL``; grandchildren keep their link to the child. On a file
+    that shares system prompts, the prompts no session names any more go too.
     """
     for chunk_start in range(0, len(ids), DELETE_BATCH):
         chunk = list(ids[chunk_start : chunk_start + DELETE_BATCH])
         run(db, update(Session).where(Session.parent_session_id.in_(chunk)).values(parent_session_id=None))
         run(db, delete(Message).where(Message.session_id.in_(chunk)))
         run(db, delete(Session).where(Session.id.in_(chunk)))
+    if ids:
+        system_prompts.forget_unused(db)
 
 
 def delete_with_delegates(db: Bind, ids: Sequence[str], keep: Collection[str] = ()) -> list[str]:

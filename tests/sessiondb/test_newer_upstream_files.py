@@ -130,6 +130,18 @@ def test_writes_keep_the_journal_mode_and_the_indexes_sound(state_db: Path) -> N
     assert journal_mode(state_db) == "delete"
     assert set(fts_integrity(state_db).values()) == {"ok"}
     assert "own" in hits and "shared_b" not in hits
+    with closing(sqlite3.connect(state_db)) as conn:  # shared_b's prompt is still shared_a's
+        assert conn.execute("SELECT COUNT(*) FROM system_prompts").fetchone() == (3,)
+    db = SessionDB(state_db)
+    try:
+        db.delete_session("hidden")
+    finally:
+        db.close()
+    with closing(sqlite3.connect(state_db)) as conn:
+        assert {row[0] for row in conn.execute("SELECT prompt FROM system_prompts")} == {
+            "You are Hermes.",
+            "Only mine.",
+        }
     found = run_release(state_db, "result = sorted({h['session_id'] for h in db.search_messages('zebra')})")
     assert found == ["own"]
 
