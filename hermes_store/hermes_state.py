@@ -38,7 +38,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.schema import CreateTable
 
 from hermes_store.api import session_db as facade
-from hermes_store.db.engine import BUSY_TIMEOUT_S, resolve_url, sqlite_path
+from hermes_store.db.engine import BUSY_TIMEOUT_S, keeps_rollback_journal, resolve_url, sqlite_path
 from hermes_store.db.memory import names_memory
 from hermes_store.domain.paths import default_db_path
 from hermes_store.drop_in import LOGGER_NAME
@@ -323,12 +323,13 @@ def _state_db_file(db_path: str | os.PathLike[str] | None) -> Path | None:
 def _state_db_connector(path: Path) -> Callable[[], sqlite3.Connection]:
     """How the store connects to ``path``: ``sqlite3.connect``, looked up when called (so
     a test's replacement is used), then WAL or, where the file system refuses it, the
-    rollback journal."""
+    rollback journal; a file that already has a schema keeps the journal mode it has."""
 
     def connect() -> sqlite3.Connection:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, check_same_thread=False)
         try:
-            apply_wal_with_fallback(conn, db_label="state.db")
+            if not keeps_rollback_journal(conn.cursor()):
+                apply_wal_with_fallback(conn, db_label="state.db")
         except BaseException:
             conn.close()
             raise

@@ -126,3 +126,102 @@ def master(path: Path, kind: str) -> dict[str, str]:
             name: sql
             for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = ?", (kind,))
         }
+
+
+def _tool_prefix(row: str) -> str:
+    return f"CASE WHEN {row}.role = 'tool' THEN substr(COALESCE({row}.content, ''), 1, 8192) ELSE {row}.content END"
+
+
+def _layout_3_words() -> list[str]:
+    """``messages_fts`` over a view that keeps only a prefix of tool rows, with triggers that
+    index the same projection (the shape of upstream's newest layout)."""
+    old, new = _tool_prefix("old"), _tool_prefix("new")
+    delete = (
+        "INSERT INTO messages_fts(messages_fts, rowid, content, tool_name, tool_calls) "
+        f"VALUES ('delete', old.id, {old}, old.tool_name, old.tool_calls);"
+    )
+    insert = (
+        "INSERT INTO messages_fts(rowid, content, tool_name, tool_calls) "
+        f"VALUES (new.id, {new}, new.tool_name, new.tool_calls);"
+    )
+    return [
+        "DROP TRIGGER messages_fts_insert",
+        "DROP TRIGGER messages_fts_delete",
+        "DROP TRIGGER messages_fts_update",
+        "DROP TABLE messages_fts",
+        f"CREATE VIEW messages_fts_src AS SELECT id, {_tool_prefix('messages')} AS content, tool_name, "
+        "tool_calls FROM messages",
+        "CREATE VIRTUAL TABLE messages_fts USING fts5(content, tool_name, tool_calls, "
+        "content='messages_fts_src', content_rowid='id')",
+        f"CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN {insert} END",
+        f"CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN {delete} END",
+        "CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, tool_name, tool_calls, role ON messages "
+        f"BEGIN {delete} {insert} END",
+        "INSERT INTO messages_fts(messages_fts) VALUES ('rebuild')",
+    ]
+
+
+def _layout_2_trigrams() -> list[str]:
+    """A trigram index of ``content`` and ``tool_name`` only, leaving out tool rows and cron
+    sessions (upstream's schema 29-30 trigram shape)."""
+    indexed = "{row}.role <> 'tool' AND (SELECT source FROM sessions WHERE id = {row}.session_id) <> 'cron'"
+    delete = (
+        "INSERT INTO messages_fts_trigram(messages_fts_trigram, rowid, content, tool_name) "
+        "SELECT 'delete', old.id, old.content, old.tool_name WHERE " + indexed.format(row="old") + ";"
+    )
+    insert = (
+        "INSERT INTO messages_fts_trigram(rowid, content, tool_name) "
+        "SELECT new.id, new.content, new.tool_name WHERE " + indexed.format(row="new") + ";"
+    )
+    return [
+        "DROP TRIGGER messages_fts_trigram_insert",
+        "DROP TRIGGER messages_fts_trigram_delete",
+        "DROP TRIGGER messages_fts_trigram_update",
+        "DROP TABLE messages_fts_trigram",
+        "DROP VIEW messages_fts_trigram_src",
+        "CREATE VIEW messages_fts_trigram_src AS SELECT m.id, m.content, m.tool_name FROM messages m "
+        "JOIN sessions s ON s.id = m.session_id WHERE m.role <> 'tool' AND s.source <> 'cron'",
+        "CREATE VIRTUAL TABLE messages_fts_trigram USING fts5(content, tool_name, "
+        "content='messages_fts_trigram_src', content_rowid='id', tokenize='trigram')",
+        f"CREATE TRIGGER messages_fts_trigram_insert AFTER INSERT ON messages BEGIN {insert} END",
+        f"CREATE TRIGGER messages_fts_trigram_delete AFTER DELETE ON messages BEGIN {delete} END",
+        "CREATE TRIGGER messages_fts_trigram_update AFTER UPDATE OF content, tool_name, role ON messages "
+        f"BEGIN {delete} {insert} END",
+        "INSERT INTO messages_fts_trigram(messages_fts_trigram) VALUES ('rebuild')",
+    ]
+
+
+SCHEMA_30_ADDITIONS = [
+    "ALTER TABLE sessions ADD COLUMN created_source TEXT",
+    "ALTER TABLE sessions ADD COLUMN compression_recovery_deadline REAL",
+    "ALTER TABLE sessions ADD COLUMN compression_overload_streak INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE sessions ADD COLUMN transport_profile TEXT",
+    "ALTER TABLE sessions ADD COLUMN tool_names TEXT",
+    "ALTER TABLE messages ADD COLUMN _compressed_summary INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE messages ADD COLUMN display_identity BLOB",
+    "ALTER TABLE messages ADD COLUMN display_order INTEGER",
+    "CREATE TABLE conversation_generations (source TEXT NOT NULL, session_key TEXT NOT NULL, "
+    "generation INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (source, session_key))",
+    "CREATE TABLE gateway_heartbeats (backend_id TEXT PRIMARY KEY, pid INTEGER NOT NULL, "
+    "started_at REAL NOT NULL, last_heartbeat REAL NOT NULL, profile TEXT NOT NULL DEFAULT '', "
+    "host TEXT NOT NULL DEFAULT '')",
+    # A display-order trigger of the kind schema 30 keeps on messages: writers that do not
+    # know the column still get it filled.
+    "CREATE TRIGGER messages_display_order_insert AFTER INSERT ON messages WHEN new.display_order IS NULL "
+    "BEGIN UPDATE messages SET display_order = new.id WHERE id = new.id; END",
+    "UPDATE messages SET display_order = id",
+    "UPDATE schema_version SET version = 30",
+    "INSERT INTO state_meta (key, value) VALUES ('fts_storage_version', '3') "
+    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+]
+
+
+def as_schema_30(path: Path) -> None:
+    """Turn a file upstream 0.20.3 wrote into one of schema 30's shape, as far as upstream's
+    public code shows it: the newer columns and tables, a display-order trigger, and the
+    external-content layout 3 (a tool-row prefix projection for words, a trigram index
+    without tool calls, tool rows or cron sessions)."""
+    with closing(sqlite3.connect(path)) as conn:
+        for statement in [*SCHEMA_30_ADDITIONS, *_layout_3_words(), *_layout_2_trigrams()]:
+            conn.execute(statement)
+        conn.commit()

@@ -364,18 +364,19 @@ def configure_sqlite_connection(
         cursor.close()
 
 
-def _keeps_its_journal_mode(cursor: Any) -> bool:
-    """Whether the connected file already has a schema and a journal mode other than WAL.
+def keeps_rollback_journal(cursor: Any) -> bool:
+    """Whether the connected file already has a schema and a journal mode other than WAL
+    (``cursor``: a DB-API cursor on it).
 
-    The journal mode of an existing file is its owner's choice, never changed here:
-    upstream Hermes keeps files out of WAL on SQLite builds with the WAL-reset bug, and
-    a file a program keeps in the rollback journal stays there. Only a new (empty) file
-    is switched to WAL.
+    The journal mode of an existing file is its owner's choice, never changed by the
+    store: upstream Hermes keeps files out of WAL on SQLite builds with the WAL-reset bug,
+    and a file a program keeps in the rollback journal stays there. Only a new (empty)
+    file is switched to WAL.
     """
     cursor.execute("PRAGMA journal_mode")
     row = cursor.fetchone()
     if row is not None and str(row[0]).lower() == "wal":
-        return True
+        return False
     cursor.execute("PRAGMA page_count")
     pages = cursor.fetchone()
     return pages is not None and int(pages[0]) > 0
@@ -395,7 +396,7 @@ class JournalModeState:
         if self.wanted == "delete":
             cursor.execute("PRAGMA journal_mode=DELETE")
             return
-        if _keeps_its_journal_mode(cursor):
+        if keeps_rollback_journal(cursor):
             return
         try:
             # fetchone() on the cursor, not on execute()'s result: adapted async cursors

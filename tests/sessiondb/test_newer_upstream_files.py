@@ -169,6 +169,7 @@ def test_a_missing_trigger_is_repaired_in_the_files_layout(
     finally:
         db.close()
     assert set(fts_integrity(state_db).values()) == {"ok"}
+    assert journal_mode(state_db) == "delete"
     assert walrus == ["own"]
     triggers = master(state_db, "trigger")
     assert "'delete'" in triggers["messages_fts_delete"]
@@ -328,3 +329,60 @@ def test_copy_refuses_in_one_line_naming_what_it_cannot_carry_and_backup_keeps_i
     with closing(sqlite3.connect(tmp_path / "backup.db")) as conn:
         assert conn.execute("SELECT COUNT(*) FROM system_prompts").fetchone() == (3,)
         assert conn.execute("SELECT COUNT(*) FROM sessions WHERE hidden = 1").fetchone() == (1,)
+
+
+@pytest.fixture
+def schema_30_db(state_db: Path) -> Path:
+    from release_files import as_schema_30
+
+    as_schema_30(state_db)
+    assert set(fts_integrity(state_db).values()) == {"ok"}
+    return state_db
+
+
+def test_a_schema_30_file_is_read_and_written_without_damage(
+    release_file: tuple[Path, dict[str, Any]], schema_30_db: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import hermes_state
+
+    with caplog.at_level(logging.WARNING):
+        db = hermes_state.SessionDB(schema_30_db)
+    try:
+        prompts = {sid: (db.get_session(sid) or {}).get("system_prompt") for sid in release_file[1]["prompts"]}
+        listed = {row["id"] for row in db.list_sessions_rich(limit=50)}
+        db.append_message("own", role="tool", content="x" * 9000 + " narwhal", tool_name="terminal")
+        db.append_message("own", role="user", content="a newer layout 新しい配置")
+        db.update_system_prompt("own", "Thirty.")
+        db.delete_session("shared_b")
+        words = {hit["session_id"] for hit in db.search_messages("docker")}
+        cjk = {hit["session_id"] for hit in db.search_messages("配置")}
+    finally:
+        db.close()
+    assert prompts == release_file[1]["prompts"]
+    assert "hidden" not in listed
+    assert words == {"shared_a", "own", "pinned", "hidden"} and cjk == {"own"}
+    assert set(fts_integrity(schema_30_db).values()) == {"ok"}
+    assert journal_mode(schema_30_db) == "delete"
+    with closing(sqlite3.connect(schema_30_db)) as conn:
+        orders = conn.execute("SELECT COUNT(*) FROM messages WHERE display_order IS NULL").fetchone()
+        prompt = conn.execute(
+            "SELECT p.prompt FROM sessions s JOIN system_prompts p ON p.hash = s.system_prompt_hash WHERE s.id = 'own'"
+        ).fetchone()
+    assert orders == (0,) and prompt == ("Thirty.",)
+    assert not [r for r in caplog.records if "full-text index lacks" in r.getMessage()]
+
+
+def test_a_schema_30_file_missing_a_trigger_is_left_to_hermes(
+    schema_30_db: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import hermes_state
+
+    with closing(sqlite3.connect(schema_30_db)) as conn:
+        conn.execute("DROP TRIGGER messages_fts_trigram_delete")
+        conn.commit()
+    before = {kind: master(schema_30_db, kind) for kind in ("table", "trigger", "view")}
+    with caplog.at_level(logging.WARNING):
+        hermes_state.SessionDB(schema_30_db).close()
+    assert {kind: master(schema_30_db, kind) for kind in ("table", "trigger", "view")} == before
+    assert set(fts_integrity(schema_30_db).values()) == {"ok"}
+    assert any("layout 3" in r.getMessage() for r in caplog.records)
