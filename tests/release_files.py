@@ -129,7 +129,8 @@ def master(path: Path, kind: str) -> dict[str, str]:
 
 
 def _tool_prefix(row: str) -> str:
-    return f"CASE WHEN {row}.role = 'tool' THEN substr(COALESCE({row}.content, ''), 1, 8192) ELSE {row}.content END"
+    prefix = f"substr(COALESCE({row}.content, ''), 1, 8192)"
+    return f"CASE WHEN {row}.role = 'tool' THEN {prefix} ELSE {row}.content END"
 
 
 def _layout_3_words() -> list[str]:

@@ -348,7 +348,9 @@ def test_a_schema_30_file_is_read_and_written_without_damage(
     with caplog.at_level(logging.WARNING):
         db = hermes_state.SessionDB(schema_30_db)
     try:
-        prompts = {sid: (db.get_session(sid) or {}).get("system_prompt") for sid in release_file[1]["prompts"]}
+        prompts = {
+            sid: (db.get_session(sid) or {}).get("system_prompt") for sid in release_file[1]["prompts"]
+        }
         listed = {row["id"] for row in db.list_sessions_rich(limit=50)}
         db.append_message("own", role="tool", content="x" * 9000 + " narwhal", tool_name="terminal")
         db.append_message("own", role="user", content="a newer layout 新しい配置")
@@ -366,7 +368,8 @@ def test_a_schema_30_file_is_read_and_written_without_damage(
     with closing(sqlite3.connect(schema_30_db)) as conn:
         orders = conn.execute("SELECT COUNT(*) FROM messages WHERE display_order IS NULL").fetchone()
         prompt = conn.execute(
-            "SELECT p.prompt FROM sessions s JOIN system_prompts p ON p.hash = s.system_prompt_hash WHERE s.id = 'own'"
+            "SELECT p.prompt FROM sessions s JOIN system_prompts p ON p.hash = s.system_prompt_hash "
+            "WHERE s.id = 'own'"
         ).fetchone()
     assert orders == (0,) and prompt == ("Thirty.",)
     assert not [r for r in caplog.records if "full-text index lacks" in r.getMessage()]
