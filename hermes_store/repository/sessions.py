@@ -19,7 +19,7 @@ from hermes_store.db.backends import backend_for
 from hermes_store.db.execution import Bind, connection_of, fetch_dicts, run, scalar_text
 from hermes_store.db.server_errors import violated_unique_index
 from hermes_store.domain.titles import escape_like, split_title_number
-from hermes_store.repository import lineage, system_prompts
+from hermes_store.repository import lineage, model_usage, system_prompts
 from hermes_store.repository.delegates import delegate_children
 from hermes_store.schema.models import TITLE_INDEX, Message, Session
 
@@ -173,7 +173,8 @@ def apply_token_usage(db: Bind, session_id: str, usage: TokenUsage, absolute: bo
 
     Incremental mode treats a NULL counter as 0. ``model`` and the billing fields keep
     the first non-NULL value ever written; cost status/source/pricing take the latest
-    non-NULL value.
+    non-NULL value. On a file that keeps per-model usage rows (a newer upstream's), an
+    incremental update adds to its row there too (:mod:`.model_usage`).
     """
     insert_session(db, session_id, "unknown")
     columns = Session.__table__.c
@@ -205,6 +206,9 @@ def apply_token_usage(db: Bind, session_id: str, usage: TokenUsage, absolute: bo
         if getattr(usage, name) is not None:
             values[name] = func.coalesce(columns[name], getattr(usage, name))
     run(db, update(Session).where(Session.id == session_id).values(**values))
+    if not absolute:
+        # Absolute totals cannot be split by route (upstream records none for them either).
+        model_usage.record(db, session_id, usage)
 
 
 # --- titles -------------------------------------------------------------------------

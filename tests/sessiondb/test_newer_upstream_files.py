@@ -389,3 +389,34 @@ def test_a_schema_30_file_missing_a_trigger_is_left_to_hermes(
     assert {kind: master(schema_30_db, kind) for kind in ("table", "trigger", "view")} == before
     assert set(fts_integrity(schema_30_db).values()) == {"ok"}
     assert any("layout 3" in r.getMessage() for r in caplog.records)
+
+
+_TOKEN_UPDATES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+    ("own", (100, 20), {"model": "m2", "billing_provider": "p", "api_call_count": 1}),
+    ("own", (5, 1), {"model": "m2", "billing_provider": "p", "api_call_count": 1}),
+    ("shared_a", (7, 3), {}),  # no route given: the session's own
+    ("shared_a", (1000, 1000), {"absolute": True}),  # totals: upstream records no route row
+]
+
+
+def _usage_rows(path: Path) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute(
+            "SELECT session_id, model, billing_provider, billing_base_url, billing_mode, task, "
+            "api_call_count, input_tokens, output_tokens, cache_read_tokens, estimated_cost_usd "
+            "FROM session_model_usage ORDER BY session_id, model"
+        ).fetchall()
+
+
+def test_token_updates_reach_per_model_usage_as_upstreams_do(state_db: Path, tmp_path: Path) -> None:
+    theirs = copy_of(state_db, tmp_path, "theirs.db")
+    calls = [f"db.update_token_counts({sid!r}, *{args!r}, **{kw!r})" for sid, args, kw in _TOKEN_UPDATES]
+    run_release(theirs, "\n".join(calls))
+    db = SessionDB(state_db)
+    try:
+        for session_id, args, keywords in _TOKEN_UPDATES:
+            db.update_token_counts(session_id, *args, **keywords)
+    finally:
+        db.close()
+    assert _usage_rows(state_db) == _usage_rows(theirs)
+    assert ("own", "m2", "p", "", "", "", 2, 105, 21, 0, 0.0) in _usage_rows(state_db)
