@@ -47,6 +47,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.db.backends.postgresql import MIGRATION_LOCK_KEY
 from hermes_store.db.engine import create_engine, resolve_url, write_engine
+from hermes_store.db.transaction_pooler import apply_for_transaction, is_pooled
+from hermes_store.errors import SchemaError
 from hermes_store.schema import legacy, migration_guard, migration_ops
 from hermes_store.schema.migrate import LOCK_POLL_S, MIGRATION_LOCK_WAIT_S, migration_lock_wait_exceeded
 from hermes_store.schema.models import Base
@@ -247,6 +249,59 @@ def take_migration_lock(connection: Connection) -> None:
         time.sleep(LOCK_POLL_S)
 
 
+def run_pooled_migrations(connection: Connection) -> None:
+    """Migrate through a transaction pooler, where nothing outlives a transaction.
+
+    One transaction takes the migrators' lock for itself (``pg_try_advisory_xact_lock``,
+    the same key as the session lock) under the migration's settings for that transaction
+    only, and then either builds an empty database whole, as a direct connection would, or
+    finds it at head and leaves it. Any other migration holds a session lock and builds
+    indexes concurrently, across transactions: it is refused in one line naming the direct
+    connection it needs.
+    """
+    settings = dict(migration_ops.session_settings(), application_name=APPLICATION_NAME)
+    deadline = time.monotonic() + MIGRATION_LOCK_WAIT_S
+    while True:
+        apply_for_transaction(connection, settings)
+        if connection.exec_driver_sql(f"SELECT pg_try_advisory_xact_lock({MIGRATION_LOCK_KEY})").scalar():
+            break
+        connection.rollback()  # a waiter keeps no transaction open (see take_migration_lock)
+        if time.monotonic() > deadline:
+            raise migration_lock_wait_exceeded()
+        time.sleep(LOCK_POLL_S)
+    try:
+        present = set(sa.inspect(connection).get_table_names())
+        if present & SCHEMA_MARKERS:
+            _refuse_pooled_upgrade(connection, present)
+            return
+        config.attributes["fresh_database"] = True
+        options = dict(configure_options(), transaction_per_migration=False)
+        context.configure(connection=connection, transactional_ddl=True, **options)
+        with context.begin_transaction():
+            context.run_migrations()
+        connection.commit()
+    finally:
+        config.attributes.pop("fresh_database", None)
+        if connection.in_transaction():
+            connection.rollback()
+
+
+def _refuse_pooled_upgrade(connection: Connection, present: set[str]) -> None:
+    """Nothing to do for a database at head; a :class:`SchemaError` for any other migration."""
+    current = None
+    if "alembic_version" in present:
+        current = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+    head = scripts().head
+    if current == head and context.get_revision_argument() in ("head", head):
+        return
+    raise SchemaError(
+        f"the database is at {current or 'a schema without a revision'}, not {head}, and migrating it "
+        "needs a direct connection to PostgreSQL: its steps hold a session lock and build indexes "
+        "concurrently, which a transaction pooler cannot carry; "
+        "run 'hermes-store --url <the server's own URL> upgrade'"
+    )
+
+
 def holds_no_schema(connection: Connection) -> bool:
     """True when the database has none of our tables (read in a transaction of its own).
 
@@ -279,6 +334,9 @@ def run_migrations_online() -> None:
         if connection.in_transaction() and not isinstance(supplied, Connection):
             connection.commit()
         server = connection.dialect.name == "postgresql" and not connection.in_transaction()
+        if server and is_pooled(connection):
+            run_pooled_migrations(connection)
+            return
         if server:
             prepare_server_session(connection)
         # An empty database serves nobody yet: it is built in one transaction, so other

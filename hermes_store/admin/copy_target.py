@@ -45,6 +45,7 @@ from hermes_store.admin.copy_source import columns_of
 from hermes_store.db.backends import backend_for
 from hermes_store.db.copy_stream import copy_rows
 from hermes_store.db.execution import run
+from hermes_store.db.transaction_pooler import is_pooled
 from hermes_store.domain.progress import ProgressFn
 from hermes_store.errors import CopyRefused
 from hermes_store.repository import telegram_topics
@@ -380,6 +381,13 @@ class PostgresCopyWriter:
 
     def _lock(self) -> None:
         """Hold the target's copy lock for the whole copy: one copy writes at a time."""
+        if is_pooled(self.connection):
+            # The lock, the COPY streams and the set-aside indexes live in one server session.
+            self.connection.close()
+            raise CopyRefused(
+                "a copy into PostgreSQL needs a direct connection to the server, not one through a "
+                "transaction pooler; give the target as the server's own URL"
+            )
         deadline = time.monotonic() + LOCK_WAIT_S
         while True:
             with self.connection.begin():

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 
+from hermes_store.db import transaction_pooler
 from hermes_store.db.execution import driver_execute
 from hermes_store.db.execution_options import NO_BEGIN_OPTION
 from hermes_store.db.route_choice import remember_route
@@ -226,6 +227,7 @@ def build_engine(
     if url.get_backend_name() != "sqlite":
         is_postgresql = url.get_backend_name() == "postgresql"
         reply_timeout_s = statement_timeout_s(url, engine_kwargs) if is_postgresql else 0.0
+        url, pooler_declared = _declared_pooler(url)
         url, engine_kwargs = _server_engine_arguments(url, engine_kwargs)
         server_engine = _make(make, url, engine_kwargs)
         if reply_timeout_s and isinstance(server_engine, Engine) and url.get_driver_name() == "psycopg":
@@ -233,6 +235,11 @@ def build_engine(
             from hermes_store.db.reply_watchdog import watch_replies
 
             watch_replies(server_engine, reply_timeout_s)
+        if is_postgresql:
+            # Last: its do_connect listener makes the connection, with the parameters the
+            # listeners before it (the watchdog's cursor factory) have set.
+            sync_engine = server_engine if isinstance(server_engine, Engine) else server_engine.sync_engine
+            transaction_pooler.install(sync_engine, declared=pooler_declared)
         return server_engine
     if journal_mode is None and prepare:
         journal_mode = "wal"
@@ -252,6 +259,17 @@ def build_engine(
     sync_engine: Engine = engine if isinstance(engine, Engine) else engine.sync_engine
     install_sqlite_hooks(sync_engine, path, journal_mode)
     return engine
+
+
+def _declared_pooler(url: URL) -> tuple[URL, bool]:
+    """The URL without its ``pooler`` option, and whether that option declares a
+    transaction pooler (``transaction``; ``none`` or no option: found out on connecting)."""
+    value = url.query.get(transaction_pooler.POOLER_OPTION)
+    if value is None:
+        return url, False
+    if value not in ("transaction", "none"):
+        raise ValueError(f"pooler must be 'transaction' or 'none', not {value!r}")
+    return url.difference_update_query([transaction_pooler.POOLER_OPTION]), value == "transaction"
 
 
 def is_configured(engine: Engine) -> bool:
