@@ -64,6 +64,14 @@ def fake_installed_hermes(root: Path, version: str) -> Path:
     return site
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """The child's environment: the override only where a test sets it, not inherited."""
+    env = subprocess_env(**extra)
+    if ALLOW_UNSUPPORTED_HERMES_ENV not in extra:
+        env.pop(ALLOW_UNSUPPORTED_HERMES_ENV, None)
+    return env
+
+
 def run_child(
     code: str, tmp_path: Path, python_path: Path | None = None, **env: str
 ) -> tuple[dict[str, Any], list[str]]:
@@ -73,7 +81,7 @@ def run_child(
     result = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path / "state.db")],
         cwd=tmp_path,
-        env=subprocess_env(HERMES_HOME=str(tmp_path / "home"), **env),
+        env=child_env(HERMES_HOME=str(tmp_path / "home"), **env),
         capture_output=True,
         text=True,
         timeout=120,
@@ -196,7 +204,7 @@ def test_a_name_the_module_lacks_is_refused_for_an_unserved_hermes(tmp_path: Pat
     result = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path / "state.db"), "hermes"],
         cwd=tmp_path,
-        env=subprocess_env(PYTHONPATH=str(tree)),
+        env=child_env(PYTHONPATH=str(tree)),
         capture_output=True,
         text=True,
         timeout=120,
