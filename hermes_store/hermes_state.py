@@ -187,7 +187,8 @@ class SessionDB(facade.SessionDB):
         def __getattr__(self, name: str) -> NoReturn:
             """Only for names the drop-in lacks: a one-line :class:`DropInLacksMethod`."""
             if is_dunder(name):
-                raise AttributeError(name)
+                message = f"{type(self).__name__!r} object has no attribute {name!r}"
+                raise AttributeError(message, name=name, obj=self)
             raise lacks_method("SessionDB", name)
 
     def _open(
