@@ -8,6 +8,7 @@ distribution) is looked up once per process, so a child process is the only hone
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -119,6 +120,20 @@ def test_a_newer_installed_hermes_is_refused(tmp_path: Path) -> None:
     report, _ = run_child(OPEN_STORE.format(before=""), tmp_path, site)
     assert report["error"] == "UnsupportedHermes"
     assert "Hermes Agent 0.20.3" in report["message"] and "\n" not in report["message"]
+
+
+def test_the_tree_being_run_wins_over_stale_installed_metadata(tmp_path: Path) -> None:
+    """An editable install keeps the version it was installed at after a ``git pull``; the
+    tree is found through a top-level module as well as through a package."""
+    tree = fake_hermes_tree(tmp_path, "0.21.3")
+    (tree / "hermes_constants.py").write_text("")
+    site = fake_installed_hermes(tmp_path, "0.18.0")
+    report, _ = run_child(
+        OPEN_STORE.format(before="import hermes_constants"),
+        tmp_path,
+        Path(f"{tree}{os.pathsep}{site}"),
+    )
+    assert report["error"] == "UnsupportedHermes" and "Hermes Agent 0.21.3" in report["message"]
 
 
 def test_the_override_opens_the_store_and_warns_once_per_start(tmp_path: Path) -> None:
