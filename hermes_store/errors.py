@@ -137,3 +137,23 @@ class CopyMismatch(StoreError):
     """A copy (or ``hermes-store verify``) found the target unlike the source: the message
     names the first difference (a table, key and column, or a missing or different index,
     constraint or trigger). After a copy the source was probably written to meanwhile."""
+
+
+class UnsupportedHermes(StoreError):
+    """The Hermes Agent release running the drop-in is not one it serves; the message names
+    both versions and how to go on (Hermes' own ``hermes_state.py``, or the override)."""
+
+
+class DropInLacks(StoreError):
+    """Hermes called a method or passed a keyword the drop-in does not have: the message
+    names it and the Hermes releases the drop-in serves."""
+
+
+class DropInLacksMethod(DropInLacks, AttributeError):
+    """A ``SessionDB`` method the drop-in does not have. An ``AttributeError``, so
+    ``hasattr()`` and ``getattr(db, name, default)`` (how Hermes probes optional methods)
+    still answer."""
+
+
+class DropInLacksKeyword(DropInLacks, TypeError):
+    """A keyword argument (or argument count) a drop-in method does not accept."""

@@ -31,7 +31,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NoReturn, TypeVar
 
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import URL, Connection, Engine
@@ -60,6 +60,8 @@ from hermes_store.drop_in.review_harness import (
     _is_background_review_harness_message,
     _strip_background_review_harness,
 )
+from hermes_store.drop_in.served_hermes import check_hermes_served, when_unsupported_hermes_accepted
+from hermes_store.drop_in.unsupported_calls import is_dunder, lacks_method, translate_argument_errors
 from hermes_store.drop_in.wal_fallback import _wal_fallback_warned_paths, apply_wal_with_fallback
 from hermes_store.repository import fts_maintenance
 from hermes_store.schema.legacy import HEAD_VERSION
@@ -174,10 +176,20 @@ class SessionDB(facade.SessionDB):
         self._writes_since_merge = 0
         self._merging_fts = False
         try:
+            check_hermes_served()
             self._open(db_path, read_only, url, engine)
         except Exception as exc:
             _set_last_init_error(f"{type(exc).__name__}: {exc}")
             raise
+
+    if not TYPE_CHECKING:  # a type checker must still flag a misspelt method
+
+        def __getattr__(self, name: str) -> NoReturn:
+            """Only for names the drop-in lacks: a one-line :class:`DropInLacksMethod`."""
+            if is_dunder(name):
+                message = f"{type(self).__name__!r} object has no attribute {name!r}"
+                raise AttributeError(message, name=name, obj=self)
+            raise lacks_method("SessionDB", name)
 
     def _open(
         self,
@@ -287,6 +299,21 @@ class SessionDB(facade.SessionDB):
             }
         finally:
             scratch.close()
+
+
+when_unsupported_hermes_accepted(lambda: translate_argument_errors(SessionDB))
+
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> NoReturn:
+        """A name this module lacks (Hermes 0.20's gateway imports ``_default_db_path`` before
+        it opens a store): the refusal of an unserved Hermes, else a one-line
+        :class:`DropInLacksMethod`."""
+        if is_dunder(name):
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        check_hermes_served()
+        raise lacks_method("hermes_state", name)
 
 
 class _StoreWrite(Generic[T]):

@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import Any
 
 from hermes_store.drop_in.patchable import through_hermes_state
+from hermes_store.drop_in.served_hermes import check_hermes_served
 
 
 class AsyncSessionDB:
@@ -25,6 +26,8 @@ class AsyncSessionDB:
     """
 
     def __init__(self, db: Any) -> None:
+        """Wrap ``db``; an unserved Hermes is refused here as at ``SessionDB(...)``."""
+        check_hermes_served()
         self._db = db
 
     def __getattr__(self, name: str) -> Any:
