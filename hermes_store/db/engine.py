@@ -238,8 +238,8 @@ def build_engine(
         if is_postgresql:
             # Last: its do_connect listener makes the connection, with the parameters the
             # listeners before it (the watchdog's cursor factory) have set.
-            sync_engine = server_engine if isinstance(server_engine, Engine) else server_engine.sync_engine
-            transaction_pooler.install(sync_engine, declared=pooler_declared)
+            sync_side = server_engine if isinstance(server_engine, Engine) else server_engine.sync_engine
+            transaction_pooler.install(sync_side, declared=pooler_declared)
         return server_engine
     if journal_mode is None and prepare:
         journal_mode = "wal"
