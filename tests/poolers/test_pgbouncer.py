@@ -41,7 +41,8 @@ def _left_on_the_server(direct_url: str) -> dict[str, Any]:
     try:
         with engine.connect() as connection:
             locks = connection.exec_driver_sql(
-                "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid()"
+                "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid() "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
             ).scalar()
             idle_in_transaction = connection.exec_driver_sql(
                 "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
