@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +66,13 @@ class Node:
 
     def start(self, *settings: str) -> None:
         options = " ".join(
-            [f"-p {self.port}", f"-k {self.folder}", "-c listen_addresses=127.0.0.1", "-c fsync=off", *settings]
+            [
+                f"-p {self.port}",
+                f"-k {self.folder}",
+                "-c listen_addresses=127.0.0.1",
+                "-c fsync=off",
+                *settings,
+            ]
         )
         self.run("pg_ctl", "start", "-w", "-D", str(self.data), "-l", str(self.folder / "log"), "-o", options)
 
@@ -87,13 +93,18 @@ def _folder() -> Path:
 def _sql(node: Node, statement: str) -> None:
     import psycopg
 
-    with psycopg.connect(host="127.0.0.1", port=node.port, user="postgres", dbname="postgres", autocommit=True) as c:
+    with psycopg.connect(
+        host="127.0.0.1", port=node.port, user="postgres", dbname="postgres", autocommit=True
+    ) as c:
         c.execute(statement)
 
 
 @contextmanager
-def primary_and_standby(*, synchronous: bool = True) -> Iterator[tuple[Node, Node]]:
-    """A started primary and a hot standby streaming from it; both removed afterwards."""
+def primary_and_standby(
+    *, synchronous: bool = True, standby_settings: tuple[str, ...] = ()
+) -> Iterator[tuple[Node, Node]]:
+    """A started primary and a hot standby streaming from it (with ``standby_settings``,
+    ``-c name=value`` server options); both removed afterwards."""
     pg_ctl = find_pg_ctl()
     if pg_ctl is None:
         pytest.skip("no PostgreSQL server binaries (pg_ctl): cannot start a primary and a standby")
@@ -107,7 +118,7 @@ def primary_and_standby(*, synchronous: bool = True) -> Iterator[tuple[Node, Nod
             "pg_basebackup", "-D", str(standby.data), "-R", "-X", "stream",
             "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
         )  # fmt: skip
-        standby.start("-c hot_standby=on", "-c hot_standby_feedback=off")
+        standby.start("-c hot_standby=on", "-c hot_standby_feedback=off", *standby_settings)
         if synchronous:
             _sql(primary, "ALTER SYSTEM SET synchronous_standby_names = '*'")
             _sql(primary, "SELECT pg_reload_conf()")
@@ -115,10 +126,8 @@ def primary_and_standby(*, synchronous: bool = True) -> Iterator[tuple[Node, Nod
         yield primary, standby
     finally:
         for node in (standby, primary):
-            try:
+            with suppress(RuntimeError, subprocess.TimeoutExpired):  # never started, or already stopped
                 node.stop("immediate")
-            except (RuntimeError, subprocess.TimeoutExpired):
-                pass
             shutil.rmtree(node.folder, ignore_errors=True)
 
 

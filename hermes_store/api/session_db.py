@@ -69,6 +69,7 @@ from hermes_store.search.order import search_order
 from hermes_store.search.plan import plan_search
 from hermes_store.search.sanitize import sanitize_fts5_query
 from hermes_store.uow.fork_safety import forget_in_child
+from hermes_store.uow.standby_reads import StandbyReads
 from hermes_store.uow.unit_of_work import (
     CHECKPOINT_EVERY_N_WRITES,
     MAX_ATTEMPTS,
@@ -115,6 +116,20 @@ def raise_for_caller(exc: sa_exc.StatementError) -> NoReturn:
     if isinstance(exc.orig, ValueError | TypeError):
         raise exc.orig from exc
     raise exc
+
+
+def _standby_reads(
+    primary: Engine, read_urls: Sequence[str | URL], max_lag_s: float, engine_options: dict[str, Any]
+) -> StandbyReads:
+    """The standbys of a PostgreSQL store, each with an engine of the primary's settings."""
+    if primary.dialect.name != "postgresql":
+        raise ValueError("read_urls name PostgreSQL standbys; this store is not on PostgreSQL")
+    if not max_lag_s >= 0:
+        raise ValueError(f"max_standby_lag_s must be a number of seconds >= 0, not {max_lag_s!r}")
+    engines = [
+        create_engine(parse_url(url) if isinstance(url, str) else url, **engine_options) for url in read_urls
+    ]
+    return StandbyReads.of(engines, max_lag_s)
 
 
 def _restore_pooled_driver(driver: Any) -> None:
@@ -181,6 +196,9 @@ class SessionDB(
     several processes may share one SQLite file. Extra keyword arguments configure a
     server's pool and timeouts (``pool_size``, ``max_overflow``, ``pool_pre_ping``,
     ``pool_recycle``, ``statement_timeout``, ``lock_timeout``; see docs/postgresql.md).
+    ``read_urls`` name PostgreSQL hot standbys: reads go to one that has replayed this
+    store's writes and lags at most ``max_standby_lag_s``, else to the primary
+    (:mod:`hermes_store.uow.standby_reads`).
     """
 
     MAX_TITLE_LENGTH: ClassVar[int] = MAX_TITLE_LENGTH
@@ -198,9 +216,12 @@ class SessionDB(
         engine: Engine | None = None,
         auto_upgrade: bool = False,
         read_only: bool = False,
+        read_urls: Sequence[str | URL] = (),
+        max_standby_lag_s: float = 5.0,
         **engine_options: Any,
     ) -> None:
         self.read_only = read_only
+        self._standby_reads: StandbyReads | None = None
         # A url= that is not a URL is a mistake, never a file name (no stray files).
         target: str | os.PathLike[str] | URL | None = parse_url(url) if url is not None else (db_path or None)
         if engine is None and names_memory(target):
@@ -230,6 +251,8 @@ class SessionDB(
         if not read_only and self.db_path is not None:
             self._detach_unloadable_cjk_index()
         self._uow = UnitOfWork(self.engine, owns_engine=engine is None)
+        if read_urls:
+            self._standby_reads = _standby_reads(self.engine, read_urls, max_standby_lag_s, engine_options)
         self._raw: Any = None
         forget_in_child(self, _forget_raw_connection)
         self._closed = False
@@ -313,9 +336,18 @@ class SessionDB(
         if self.read_only:
             raise sqlite3.OperationalError(READ_ONLY_ERROR)
         try:
-            return self._uow.write_connection(work, operation)
+            result = self._uow.write_connection(work, operation)
         except sa_exc.StatementError as exc:
             raise_for_caller(exc)
+        if self._standby_reads is not None:
+            self._note_write_position()
+        return result
+
+    def _note_write_position(self) -> None:
+        """Where the primary's WAL stands after a write: reads wait for a standby past it."""
+        assert self._standby_reads is not None
+        with self._uow.read_connection() as connection:
+            self._standby_reads.note_write(connection)
 
     def _read(self, work: Callable[[orm.Session], T]) -> T:
         """Run ``work`` with an ORM session in a read transaction (kept for the CLI)."""
@@ -327,6 +359,11 @@ class SessionDB(
         """Run ``work`` on a read connection: the facade's cheap read path. Reads of more
         than one statement that must agree with each other ask for a ``snapshot``."""
         self._check_open()
+        if self._standby_reads is not None:
+            return self._standby_reads.run(work, lambda: self._query_primary(work, snapshot))
+        return self._query_primary(work, snapshot)
+
+    def _query_primary(self, work: Callable[[Bind], T], snapshot: bool) -> T:
         with self._uow.read_connection(snapshot) as connection:
             return work(connection)
 
@@ -993,8 +1030,15 @@ class SessionDB(
                 self._raw.close()
                 self._raw = None
         self._uow.close()
+        if self._standby_reads is not None:
+            self._standby_reads.dispose()
         self._release_engine(owned=False)
         self._closed = True
+
+    def standby_reads_served(self) -> dict[str, int]:
+        """How many reads each standby of ``read_urls`` and the primary served (``{}``
+        without standbys)."""
+        return {} if self._standby_reads is None else self._standby_reads.served()
 
     def _release_engine(self, *, owned: bool) -> None:
         """Close the in-memory database's anchor, and dispose of the engine if ``owned``."""
