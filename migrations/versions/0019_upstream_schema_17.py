@@ -210,6 +210,29 @@ $fn$"""
 (not JSON, or JSON of another kind). In ``pg_temp``: it lives only as long as the
 migration's session and is never part of the schema."""
 
+SERVER_TAG_FUNCTION = """CREATE OR REPLACE FUNCTION pg_temp.hermes_tagged(value text, parent text)
+RETURNS text LANGUAGE plpgsql IMMUTABLE AS $fn$
+DECLARE
+    parsed jsonb := pg_temp.hermes_json_object(value);
+    tag text := '"_delegate_from":' || to_json(parent)::text;
+    object_end text;
+BEGIN
+    IF value IS NULL THEN
+        RETURN '{' || tag || '}';
+    END IF;
+    IF parsed ? '_delegate_from' THEN
+        RETURN jsonb_set(parsed, '{_delegate_from}', to_jsonb(parent))::text;
+    END IF;
+    object_end := rtrim(value, E' \\t\\n\\r');
+    RETURN left(object_end, -1) || CASE WHEN parsed = '{}'::jsonb THEN '' ELSE ',' END || tag
+        || '}' || substr(value, length(object_end) + 1);
+END
+$fn$"""
+"""A JSON object's ``model_config`` text with ``_delegate_from`` added behind its last
+member: the rest of the text is kept byte for byte (jsonb would turn ``1e16`` into an
+integer, sort the keys and respace them; SQLite's ``json_set`` keeps numbers and order).
+A key already present as JSON ``null`` is set through jsonb, so as not to write it twice."""
+
 
 def _delegate_condition(obj: str, json_field: str, a: str) -> str:
     """Rows of ``sessions`` aliased ``a`` that are delegate children still untagged."""
@@ -233,7 +256,7 @@ SQLITE_TAG_DELEGATES = (
 )
 SERVER_TAG_DELEGATES = (
     "UPDATE sessions AS c SET model_config = "
-    f"({_SERVER_OBJECT.format(a='c')} || jsonb_build_object('_delegate_from', c.parent_session_id))::text "
+    "pg_temp.hermes_tagged(c.model_config, c.parent_session_id) "
     "WHERE {range} AND " + _delegate_condition(_SERVER_OBJECT, "({obj} ->> '{key}')", "c")
 )
 """The tagging on each backend; the server's holds ``{range}`` for
@@ -257,6 +280,7 @@ def _tag_delegate_children() -> None:
         op.execute(sa.text(SQLITE_TAG_DELEGATES))
         return
     op.execute(sa.text(SERVER_OBJECT_FUNCTION))
+    op.execute(sa.text(SERVER_TAG_FUNCTION))
     update_by_key_ranges("tagging delegate sessions", "sessions", "id", SERVER_TAG_DELEGATES)
 
 

@@ -278,3 +278,46 @@ def test_killed_inside_the_tagging_is_completed_by_the_next_run_while_the_previo
         migrate_with_rows(reference, "0018", FILL)
         alembic(reference, "upgrade", "0019")
         assert catalog(pg_url) == catalog(reference)
+
+
+CONFIG_TEXTS = {
+    "t1": '{"n": 1e16, "b": 1.50, "a": [1, 2 ]}',
+    "t2": '{ "z" : "é\\u00e9" }\n',
+    "t3": "{}",
+    "t4": "{ }",
+    "t5": None,
+}
+"""Delegate children whose ``model_config`` text jsonb would rewrite (numbers, key order,
+spacing, escapes), or which hold no keys."""
+
+
+def _sql_text(text: str | None) -> str:
+    return "NULL" if text is None else "'" + text.replace("'", "''") + "'"
+
+
+def test_the_tagging_keeps_the_config_text_and_only_adds_the_tag(pg_url: str) -> None:
+    """As SQLite's ``json_set`` keeps the number text and key order, the server's tagging
+    leaves every byte of the text as it was and adds the key behind the last member."""
+    fill = [
+        "INSERT INTO sessions (id, source, started_at) VALUES ('root', 'cli', 1.7e9)",
+        *(
+            "INSERT INTO sessions (id, source, started_at, parent_session_id, model_config) "
+            f"VALUES ('{sid}', 'cli', 1.7e9 + 1, 'root', {_sql_text(text)})"
+            for sid, text in CONFIG_TEXTS.items()
+        ),
+    ]
+    migrate_with_rows(pg_url, "0018", fill)
+    alembic(pg_url, "upgrade", "0019")
+    engine = engine_for(pg_url)
+    with engine.connect() as connection:
+        now = dict(
+            connection.exec_driver_sql("SELECT id, model_config FROM sessions WHERE id <> 'root'").all()
+        )
+    engine.dispose()
+    assert now == {
+        "t1": '{"n": 1e16, "b": 1.50, "a": [1, 2 ],"_delegate_from":"root"}',
+        "t2": '{ "z" : "é\\u00e9" ,"_delegate_from":"root"}\n',
+        "t3": '{"_delegate_from":"root"}',
+        "t4": '{ "_delegate_from":"root"}',
+        "t5": '{"_delegate_from":"root"}',
+    }
