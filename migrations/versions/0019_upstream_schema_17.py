@@ -69,6 +69,12 @@ from hermes_store.schema.migration_ops import (
     update_by_key_ranges,
     with_lock_retry,
 )
+from hermes_store.schema.telegram_topic_ddl import (
+    BINDINGS_WITHOUT_SESSION,
+    DROPPED_BINDINGS_WARNING,
+    REBUILT_BINDINGS,
+    cascade_rebuild,
+)
 
 revision = "0019"
 down_revision = "0018"
@@ -314,28 +320,13 @@ def _bindings_lack_cascade() -> bool:
 
 
 def _rebuild_bindings_with_cascade() -> None:
-    """Upstream's first bindings table, rebuilt with ``ON DELETE CASCADE``, rows kept.
-
-    A binding whose session no longer exists (written with foreign keys off) cannot be
-    copied under the enforced key: it is left out, with a warning, as it routes a topic
-    to nothing.
-    """
-    bind = op.get_bind()
-    dangling = bind.exec_driver_sql(
-        "SELECT count(*) FROM telegram_dm_topic_bindings WHERE session_id NOT IN (SELECT id FROM sessions)"
-    ).scalar()
+    """Upstream's first bindings table, rebuilt with ``ON DELETE CASCADE`` as the store
+    rebuilds it when topic mode is first used (the same statements and rows kept, see
+    :func:`~hermes_store.schema.telegram_topic_ddl.cascade_rebuild`)."""
+    dangling = op.get_bind().exec_driver_sql(BINDINGS_WITHOUT_SESSION).scalar()
     if dangling:
-        log.warning("dropping %d Telegram topic binding(s) whose session no longer exists", dangling)
-    execute_all(
-        [
-            _sqlite_bindings("telegram_dm_topic_bindings_rebuilt", if_not_exists=False),
-            f"INSERT INTO telegram_dm_topic_bindings_rebuilt ({BINDING_COLUMNS}) "
-            f"SELECT {BINDING_COLUMNS} FROM telegram_dm_topic_bindings "
-            "WHERE session_id IN (SELECT id FROM sessions)",
-            "DROP TABLE telegram_dm_topic_bindings",
-            "ALTER TABLE telegram_dm_topic_bindings_rebuilt RENAME TO telegram_dm_topic_bindings",
-        ]
-    )
+        log.warning(DROPPED_BINDINGS_WARNING, dangling)
+    execute_all(cascade_rebuild(_sqlite_bindings(REBUILT_BINDINGS, if_not_exists=False), BINDING_COLUMNS))
 
 
 def _sqlite_upgrade() -> None:
