@@ -51,7 +51,7 @@ from hermes_store.domain.transcripts import remove_transcripts
 from hermes_store.domain.validation import optional_int, optional_str, require_count, require_str
 from hermes_store.errors import StoreError
 from hermes_store.repository import conversation, lineage, listing, maintenance, messages, meta, sessions
-from hermes_store.schema.migrate import ensure_schema
+from hermes_store.schema.migrate import ensure_schema, refuse_unfinished_copy
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters, search
 from hermes_store.search.order import search_order
@@ -213,6 +213,8 @@ class SessionDB(
         try:
             if not read_only:  # a read-only store is used as it is: never created or upgraded
                 ensure_schema(self.engine, auto_upgrade=auto_upgrade)
+            else:
+                refuse_unfinished_copy(self.engine)
         except BaseException:
             self._release_engine(owned=engine is None)
             raise

@@ -128,7 +128,8 @@ def test_copy_command_refuses_a_second_copy_in_one_line(pg_url: str, tmp_path: P
     second = runner.invoke(cli, ["copy", str(tmp_path / "state.db"), pg_url])
     assert second.exit_code == 1
     assert second.output.strip().splitlines() == [
-        "Error: the target already holds 1 session(s) and 1 message(s); copy only into an empty store"
+        "Error: the target already holds 1 session(s) and 1 message(s); copy only into an empty store: "
+        "name a new database as the target"
     ]
 
 

@@ -86,6 +86,10 @@ class PostgreSQLBackend:
             {"sentinel": POSTGRES_CONTENT_SENTINEL, "sentinel_len": len(POSTGRES_CONTENT_SENTINEL)},
         )
 
+    def table_count_sql(self, name: str) -> str:
+        """``to_regclass`` on the search path, as unqualified names are found."""
+        return f"(SELECT count(*) FROM (SELECT to_regclass('{name}') AS found) AS t WHERE found IS NOT NULL)"
+
     def in_list(self, expression: str, param: str) -> str:
         """``= ANY(array)``: the driver binds a Python list as an array."""
         return f"{expression} = ANY(:{param})"
