@@ -429,8 +429,53 @@ def upgrade(
 def downgrade(
     target: Engine | str | os.PathLike[str] | None, revision: str, *, script_location: str | None = None
 ) -> None:
-    """Downgrade ``target`` to ``revision`` (every row kept); in one write transaction on SQLite."""
+    """Downgrade ``target`` to ``revision``; in one write transaction on SQLite. Every
+    session and every live message row is kept; below revision 0019 what
+    :func:`downgrade_losses` names goes."""
     _run_alembic(target, "downgrade", revision, script_location)
+
+
+UPSTREAM_17_REVISION = "0019"
+"""The revision whose downgrade drops data a user may miss (:func:`downgrade_losses`)."""
+
+_LOST_BELOW_0019 = (
+    ("compression lease(s) dropped", "compression_locks", ""),
+    ("Telegram topic chat(s) dropped", "telegram_dm_topic_mode", ""),
+    ("Telegram topic binding(s) dropped", "telegram_dm_topic_bindings", ""),
+    ("archived session(s) listed again", "sessions", " WHERE archived <> 0"),
+    ("rewound or compacted-away message(s) set aside until the next upgrade", "messages", " WHERE active=0"),
+)
+"""What a downgrade below 0019 changes that a user may miss: a phrase, the table whose
+rows (those the condition keeps) are counted, and the condition."""
+
+
+def downgrade_losses(engine: Engine, revision: str) -> list[str]:
+    """What downgrading ``engine``'s database to ``revision`` drops or changes beyond the
+    schema, one phrase with its count each (``[]``: nothing, or a downgrade that stays at
+    or above revision 0019). ``revision`` is an id, ``base`` or a relative ``-N``."""
+    state = read_schema_state(engine)
+    scripts = state.scripts
+    if not scripts.reaches(state.revision, UPSTREAM_17_REVISION) or state.revision not in scripts:
+        return []
+    target = _downgrade_target(scripts, str(state.revision), revision)
+    if target is not None and scripts.reaches(target, UPSTREAM_17_REVISION):
+        return []
+    with engine.connect() as connection:
+        tables = set(sa.inspect(connection).get_table_names())
+        counts = [
+            (phrase, int(connection.exec_driver_sql(f"SELECT count(*) FROM {table}{where}").scalar() or 0))
+            for phrase, table, where in _LOST_BELOW_0019
+            if table in tables
+        ]
+    return [f"{count} {phrase}" for phrase, count in counts if count]
+
+
+def _downgrade_target(scripts: History, current: str, revision: str) -> str | None:
+    """The revision a downgrade to ``revision`` ends at (``None``: base, or unknown)."""
+    if revision.startswith("-") and revision[1:].isdigit():
+        index = scripts.revisions.index(current) - int(revision[1:])
+        return scripts.revisions[index] if index >= 0 else None
+    return revision if revision in scripts else None
 
 
 def _run_alembic(

@@ -25,7 +25,8 @@ with this store must carry them, with upstream's names, types and defaults:
 
 Every step only adds what is missing, because files upstream opened already hold some or
 all of these (and may hold columns upstream later dropped, which are left untouched).
-Existing rows take the defaults: every message stays live.
+Existing rows take the defaults: every message stays live, except those a downgrade of
+this revision set aside (``hermes_hidden_messages``), which come back hidden as they were.
 
 Two data fixes, both idempotent:
 
@@ -290,6 +291,51 @@ def _tag_delegate_children() -> None:
     update_by_key_ranges("tagging delegate sessions", "sessions", "id", SERVER_TAG_DELEGATES)
 
 
+# --- the rows a downgrade sets aside ---------------------------------------------------------
+
+HIDDEN_MESSAGES = "hermes_hidden_messages"
+"""Where a downgrade keeps the rewound and compacted-away messages (``active = 0``) until
+the next upgrade: the previous release has no ``active`` flag, and would replay and search
+them as live messages."""
+
+
+def _set_hidden_messages_aside() -> list[str]:
+    """The statements that move the hidden messages out of ``messages`` (none when there
+    are none). Each may run again after an interruption: rows already set aside are not
+    copied twice."""
+    if is_offline() or "active" not in column_names("messages"):
+        return []
+    hidden = op.get_bind().exec_driver_sql("SELECT count(*) FROM messages WHERE active = 0").scalar()
+    if not hidden:
+        return []
+    log.warning(
+        "setting %d rewound or compacted-away message(s) aside in %s: the next upgrade puts them back",
+        hidden,
+        HIDDEN_MESSAGES,
+    )
+    return [
+        f"CREATE TABLE IF NOT EXISTS {HIDDEN_MESSAGES} AS SELECT * FROM messages WHERE active = 0",
+        f"INSERT INTO {HIDDEN_MESSAGES} SELECT * FROM messages m WHERE m.active = 0 "
+        f"AND NOT EXISTS (SELECT 1 FROM {HIDDEN_MESSAGES} h WHERE h.id = m.id)",
+        "DELETE FROM messages WHERE active = 0",
+    ]
+
+
+def _hidden_messages_put_back() -> list[str]:
+    """The statements that return the messages a downgrade set aside, still hidden (those
+    whose session the previous release deleted meanwhile are dropped with the table)."""
+    if is_offline() or HIDDEN_MESSAGES not in table_names():
+        return []
+    present = column_names("messages")
+    columns = ", ".join(sorted(name for name in column_names(HIDDEN_MESSAGES) if name in present))
+    return [
+        f"INSERT INTO messages ({columns}) SELECT {columns} FROM {HIDDEN_MESSAGES} h "
+        "WHERE EXISTS (SELECT 1 FROM sessions s WHERE s.id = h.session_id) "
+        "AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = h.id)",
+        f"DROP TABLE {HIDDEN_MESSAGES}",
+    ]
+
+
 # --- SQLite --------------------------------------------------------------------------------
 
 
@@ -337,6 +383,7 @@ def _sqlite_upgrade() -> None:
                 op.execute(
                     sa.text(f"ALTER TABLE {table} ADD COLUMN {name} {ddl.format(float8=FLOAT8['sqlite'])}")
                 )
+    execute_all(_hidden_messages_put_back())
     # The topic tables are upstream's opt-in: a file that never opted in stays without
     # them (the store creates them on first use); one that did gets the second shape.
     present = table_names()
@@ -392,6 +439,8 @@ def _server_upgrade() -> None:
                 execute_with_lock_retry(
                     f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {ddl.format(float8=float8)}"
                 )
+        for statement in _hidden_messages_put_back():
+            execute_with_lock_retry(statement)
         with_lock_retry(
             lambda: execute_all(_server_tables()), "creating the compression-lock and Telegram topic tables"
         )
@@ -411,9 +460,13 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Remove what this revision adds; every session and message row stays.
+    """Remove what this revision adds; every session row and every live message stays.
 
-    The delegate tags stay in ``model_config``: they are data, and revision 0018's code
+    The rewound and compacted-away messages are set aside in :data:`HIDDEN_MESSAGES`
+    (the previous release would replay them), and the next upgrade puts them back. The
+    new tables go with their rows (compression leases, Telegram topic modes and bindings),
+    and so do the new columns' values: archived sessions show in lists again. The
+    delegate tags stay in ``model_config``: they are data, and revision 0018's code
     ignores them.
     """
     server = dialect_name() == "postgresql"
@@ -423,7 +476,8 @@ def downgrade() -> None:
                 drop_index_concurrently(name)
     else:
         execute_all(f"DROP INDEX IF EXISTS {name}" for name in INDEXES)
-    drops = [f"DROP TABLE IF EXISTS {table}" for table in NEW_TABLES]
+    drops = _set_hidden_messages_aside()
+    drops += [f"DROP TABLE IF EXISTS {table}" for table in NEW_TABLES]
     drops.append(f"DELETE FROM state_meta WHERE key = '{TOPIC_SCHEMA_KEY}'")
     for table, columns in (("messages", MESSAGE_COLUMNS), ("sessions", SESSION_COLUMNS)):
         present = column_names(table)
