@@ -395,3 +395,17 @@ def test_verify_merges_ids_in_byte_order_in_a_database_that_sorts_text_otherwise
         with admin.connect() as connection:
             connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
+
+
+def test_text_that_looks_like_stored_json_is_copied_as_text_both_ways(pg_url: str, tmp_path: Path) -> None:
+    source, back = tmp_path / "source.db", tmp_path / "back.db"
+    contents = ['\ue000json:{"role": "system"}', "\x00json:[1]", [{"type": "text", "text": "x"}]]
+    with SessionDB(source) as db:
+        db.create_session("s", "cli")
+        for content in contents:
+            db.append_message("s", "user", content)
+    copy_store(create_engine(source), create_engine(pg_url))  # verified on the way
+    copy_store(create_engine(pg_url), create_engine(back))
+    for store in (SessionDB(url=pg_url), SessionDB(back)):
+        with store as db:
+            assert [m["content"] for m in db.get_messages("s")] == contents
