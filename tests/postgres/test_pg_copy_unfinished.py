@@ -182,6 +182,8 @@ def test_every_refusal_names_a_command_that_finishes_a_copy_into_sqlite(
     copy_store(create_engine(source), create_engine(pg_url), batch_rows=200)
     back = tmp_path / "back.db"
     kill_copy_after(pg_url, f"sqlite:///{back}", KILLED_AFTER)
+    with pytest.raises(CopyUnfinished, match="--resume"):
+        SessionDB(back)
     SQLITE_HAND_EMPTIED[state](back)
     if state == "bookkeeping dropped":
         # Without its record a half-copied file is a store like any other: never emptied.
