@@ -167,6 +167,9 @@ SQLITE_HAND_EMPTIED: dict[str, Callable[[Path], None]] = {
         f"sqlite:///{path}", "DELETE FROM messages", "DELETE FROM sessions", "DELETE FROM state_meta"
     ),
     "bookkeeping dropped": lambda path: run_sql(f"sqlite:///{path}", "DROP TABLE hermes_copy_state"),
+    "sessions and messages tables dropped": lambda path: run_sql(
+        f"sqlite:///{path}", "DROP TABLE messages", "DROP TABLE sessions"
+    ),
     "file removed": lambda path: [
         Path(f"{path}{end}").unlink(missing_ok=True) for end in ("", "-wal", "-shm")
     ],
