@@ -8,8 +8,9 @@ leases, Telegram topic state — and resumable:
    migration would give them.
 2. The target must hold no session and no message (:class:`CopyRefused` otherwise),
    unless ``resume`` continues an interrupted copy of the same, unchanged source, or
-   ``restart`` empties the target (an interrupted copy, or whatever it holds) and starts
-   again. Every refusal names the one command that goes on from the target's state.
+   ``restart`` empties an interrupted copy (or a target whose tables were dropped) and
+   starts again. Every refusal names the one command that goes on from the target's
+   state.
 3. It is brought to head, the ``state_meta`` rows a fresh store holds by itself are
    written back where they are missing, and the copy is recorded in it (with the
    source's fingerprint and URL); a PostgreSQL target also sets its secondary indexes
@@ -33,9 +34,9 @@ leases, Telegram topic state — and resumable:
 A copy killed at any point leaves either nothing (it had not recorded itself yet) or a
 record ``resume`` continues from and ``restart`` clears; a target an operator then
 emptied by hand (rows deleted, the record or tables dropped) is finished by the command
-the refusal names. The source must not be written
-to during the copy; a source that changed since an interrupted copy began is refused on
-resume (``restart`` copies it again from the start).
+the refusal names. The source must not be written to during the copy; a source that
+changed since an interrupted copy began is refused on resume (``restart`` copies it
+again from the start).
 """
 
 from __future__ import annotations
@@ -136,8 +137,8 @@ def _check_target(target: Engine, fingerprint: dict[str, Any], resume: bool, res
                 return "restart"
             raise CopyRefused(
                 f"the target holds {state.sessions} session(s) and {state.messages} message(s) without "
-                "the indexes a copy builds at its end: a copy interrupted before its record was "
-                f"dropped by hand; {_RESTART_HINT}"
+                "the indexes a copy builds at its end: an interrupted copy whose record was dropped; "
+                + _RESTART_HINT
             )
         new = "file" if backend_for(target).is_file else "database"
         raise CopyRefused(
@@ -246,11 +247,10 @@ def copy_store(
 
     ``progress`` is called per committed batch for the steps ``sessions``, ``messages``,
     ``tables``, ``metadata``, ``indexes`` and ``verify``. ``resume=True`` continues an
-    interrupted copy into ``target``; ``restart=True`` empties the target (what an
-    interrupted copy wrote, or whatever it holds) and copies again. The source is only
-    read. Raises :class:`CopyRefused` for a source that cannot be read as it is, for a
-    target that holds rows (or whose interrupted copy came from a source that has
-    changed since),
+    interrupted copy into ``target``; ``restart=True`` empties an interrupted copy (or a
+    target whose tables were dropped) and copies again. The source is only read. Raises
+    :class:`CopyRefused` for a source that cannot be read as it is, for a target that
+    holds rows (or whose interrupted copy came from a source that has changed since),
     :class:`CopyMismatch` if the verification finds a difference, and
     ``TypeError``/``ValueError`` for content the target cannot hold (for example
     ``bytes`` content, which PostgreSQL's text column cannot store).
