@@ -443,7 +443,11 @@ _LOST_BELOW_0019 = (
     ("Telegram topic chat(s) dropped", "telegram_dm_topic_mode", ""),
     ("Telegram topic binding(s) dropped", "telegram_dm_topic_bindings", ""),
     ("archived session(s) listed again", "sessions", " WHERE archived <> 0"),
-    ("rewound or compacted-away message(s) set aside until the next upgrade", "messages", " WHERE active=0"),
+    (
+        "rewound or compacted-away message(s) set aside until the next upgrade",
+        "messages",
+        " WHERE active = 0",
+    ),
 )
 """What a downgrade below 0019 changes that a user may miss: a phrase, the table whose
 rows (those the condition keeps) are counted, and the condition."""
