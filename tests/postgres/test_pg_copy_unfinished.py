@@ -1,8 +1,10 @@
 """A copy the operator can always finish, and a half-copied target nobody uses by mistake.
 
-A copy is killed mid-way (a real ``hermes-store copy`` subprocess, SIGKILLed once some
-batches are committed), and the target is then left as it is or emptied by hand in each
-way an operator might: rows deleted, the copy's bookkeeping dropped, tables dropped. From
+A copy is stopped mid-way (a real ``hermes-store copy`` subprocess SIGKILLed once some
+batches are committed, or, for the states reached the same way from there, a copy stopped
+by an exception after as many batches), and the target is then left as it is or emptied
+by hand in each way an operator might: rows deleted, the copy's bookkeeping dropped,
+tables dropped. From
 every such state the operator runs the copy again and follows the one line each refusal
 prints: every refusal names a command, and the command it names finishes the copy with
 the source's rows exactly. Meanwhile, opening the target as a store is refused in one
@@ -115,14 +117,40 @@ HAND_EMPTIED: dict[str, Callable[[str], None]] = {
     "sessions and messages tables dropped": _store_tables_dropped,
     "every table dropped": _every_table_dropped,
 }
+KILLED_FOR_REAL = ("killed", "rows deleted, bookkeeping dropped")
+"""States reached from a SIGKILLed ``hermes-store copy`` subprocess (the others from a copy
+stopped by an exception after as many batches: the same rows and bookkeeping, sooner)."""
 
 
-@pytest.mark.serial
-@pytest.mark.parametrize("state", list(HAND_EMPTIED))
+class Interrupt(Exception):
+    """Stops a copy in the middle of its messages."""
+
+
+def _stop_after_messages(step: str, done: int, total: int | None) -> None:
+    if step == "messages" and done >= KILLED_AFTER:
+        raise Interrupt
+
+
+def interrupt_copy(source: str | Path, target: str, *, kill: bool) -> None:
+    """Leave ``target`` holding a copy stopped after :data:`KILLED_AFTER` messages."""
+    if kill:
+        kill_copy_after(source, target, KILLED_AFTER)
+        return
+    with pytest.raises(Interrupt):
+        copy_store(create_engine(source), create_engine(target), _stop_after_messages, batch_rows=20)
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        pytest.param(state, marks=[pytest.mark.serial] if state in KILLED_FOR_REAL else [])
+        for state in HAND_EMPTIED
+    ],
+)
 def test_every_refusal_names_a_command_that_finishes_a_copy_into_postgresql(
     pg_url: str, source: Path, state: str
 ) -> None:
-    kill_copy_after(source, pg_url, KILLED_AFTER)
+    interrupt_copy(source, pg_url, kill=state in KILLED_FOR_REAL)
     HAND_EMPTIED[state](pg_url)
     follow_the_advice(str(source), pg_url)
     assert_same_store(create_engine(source), create_engine(pg_url))
@@ -136,16 +164,7 @@ def test_opening_a_target_whose_copy_has_not_finished_names_the_command_that_fin
 ) -> None:
     """Before, the target opened, listed part of the source, and the first append failed
     on ``pk_messages`` (the id sequence is moved only at the copy's end)."""
-
-    class Interrupt(Exception):
-        pass
-
-    def stop_after_two_batches(step: str, done: int, total: int | None) -> None:
-        if step == "messages" and done >= 40:
-            raise Interrupt
-
-    with pytest.raises(Interrupt):
-        copy_store(create_engine(source), create_engine(pg_url), stop_after_two_batches, batch_rows=20)
+    interrupt_copy(source, pg_url, kill=False)
     shown = sa.make_url(pg_url).render_as_string(hide_password=True)
     for read_only in (False, True):
         with pytest.raises(CopyUnfinished) as refused:
@@ -176,15 +195,20 @@ SQLITE_HAND_EMPTIED: dict[str, Callable[[Path], None]] = {
 }
 
 
-@pytest.mark.serial
-@pytest.mark.parametrize("state", list(SQLITE_HAND_EMPTIED))
+@pytest.mark.parametrize(
+    "state",
+    [
+        pytest.param(state, marks=[pytest.mark.serial] if state == "killed" else [])
+        for state in SQLITE_HAND_EMPTIED
+    ],
+)
 def test_every_refusal_names_a_command_that_finishes_a_copy_into_sqlite(
     pg_url: str, source: Path, tmp_path: Path, state: str
 ) -> None:
     fill_head_extras(source)
     copy_store(create_engine(source), create_engine(pg_url), batch_rows=200)
     back = tmp_path / "back.db"
-    kill_copy_after(pg_url, f"sqlite:///{back}", KILLED_AFTER)
+    interrupt_copy(pg_url, f"sqlite:///{back}", kill=state == "killed")
     with pytest.raises(CopyUnfinished, match="--resume"):
         SessionDB(back)
     SQLITE_HAND_EMPTIED[state](back)
