@@ -133,6 +133,12 @@ class CopyRefused(StoreError):
     source cannot be read as it is (newer than this release, duplicate titles)."""
 
 
+class CopyUnfinished(StoreError):
+    """The database is the target of a ``hermes-store copy`` that has not finished: it
+    holds part of the source only, so it is not opened as a store. The message names the
+    copy command that finishes it (``--resume``)."""
+
+
 class CopyMismatch(StoreError):
     """A copy (or ``hermes-store verify``) found the target unlike the source: the message
     names the first difference (a table, key and column, or a missing or different index,

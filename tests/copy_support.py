@@ -10,13 +10,19 @@ the library hands them back, so two stores can be compared exactly.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import inspect, select
+from sqlalchemy import create_engine, func, inspect, select
 from sqlalchemy.engine import Engine
+from sqlalchemy.pool import NullPool
 
 from hermes_store import SessionDB
 from hermes_store.schema.models import (
@@ -238,3 +244,42 @@ def make_old_store(path: Path, revision: str = "0009") -> None:
             ],
         )
         connection.execute("INSERT INTO state_meta (key, value) VALUES ('last_auto_prune', '99.5')")
+
+
+def copy_command(source: str | Path, target: str | Path, *extra: str, batch_size: int = 20) -> list[str]:
+    """``hermes-store copy`` as a subprocess runs it, in batches of ``batch_size`` rows."""
+    return [
+        sys.executable, "-m", "hermes_store.cli", "copy", str(source), str(target),
+        "--batch-size", str(batch_size), *extra,
+    ]  # fmt: skip
+
+
+def copy_environment() -> dict[str, str]:
+    """The test's environment without a default store URL (the copy names both stores)."""
+    return {key: value for key, value in os.environ.items() if key != "HERMES_STORE_URL"}
+
+
+def _committed_messages(engine: Engine) -> int:
+    if not inspect(engine).has_table("messages"):
+        return 0
+    with engine.connect() as connection:
+        return int(connection.execute(select(func.count()).select_from(Message)).scalar_one())
+
+
+def kill_copy_after(source: str | Path, target: str, messages: int) -> None:
+    """Start ``hermes-store copy SOURCE TARGET`` in a subprocess and SIGKILL it once at least
+    ``messages`` messages are committed in the target (polled, never after a sleep)."""
+    copying = subprocess.Popen(
+        copy_command(source, target), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=copy_environment()
+    )
+    engine = create_engine(target, poolclass=NullPool)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and copying.poll() is None:
+            if _committed_messages(engine) >= messages:
+                break
+        copying.send_signal(signal.SIGKILL)
+        copying.communicate(timeout=30)
+    finally:
+        engine.dispose()
+    assert copying.returncode == -signal.SIGKILL, "the copy ended before it was killed"

@@ -17,7 +17,15 @@ Two writers, one interface (:class:`TargetWriter`):
 
 The bookkeeping table ``hermes_copy_state`` (key/value) exists in the target only while a
 copy is unfinished: it holds the source's fingerprint, so ``--resume`` can tell the
-source has not changed. It is dropped once the copy has been verified.
+source has not changed, and the source's URL, so that opening the target as a store is
+refused naming the command that finishes the copy. It is dropped once the copy has been
+verified.
+
+A restart empties the target before it is brought to head: the writer drops the store's
+tables, so the schema is then created again as in an empty database, and whatever an
+operator dropped or deleted by hand comes back, the rows the schema's creation writes
+included. Every copy also writes back the ``state_meta`` rows a fresh store holds by
+itself that the target lacks (:meth:`TargetWriter.restore_seed_meta`).
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from hermes_store.admin.copy_schema import (
     drop_statement,
     missing_objects,
     read_schema,
+    reference_schema,
 )
 from hermes_store.admin.copy_source import columns_of
 from hermes_store.db.backends import backend_for
@@ -47,16 +56,15 @@ from hermes_store.db.copy_stream import copy_rows
 from hermes_store.db.execution import run
 from hermes_store.db.transaction_pooler import is_pooled
 from hermes_store.domain.progress import ProgressFn
-from hermes_store.errors import CopyRefused
+from hermes_store.errors import CopyMismatch, CopyRefused
 from hermes_store.repository import telegram_topics
+from hermes_store.schema.migrate import COPY_STATE_TABLE
+from hermes_store.schema.migration_ops import PROGRESS_TABLE
 from hermes_store.schema.models import (
     Base,
-    CompressionLock,
     Message,
     Session,
     StateMeta,
-    TelegramTopicBinding,
-    TelegramTopicMode,
 )
 from hermes_store.schema.telegram_topic_ddl import TOPIC_TABLES
 from hermes_store.uow.unit_of_work import UnitOfWork
@@ -64,7 +72,7 @@ from hermes_store.uow.unit_of_work import UnitOfWork
 log = logging.getLogger(__name__)
 
 STATE_TABLE = Table(
-    "hermes_copy_state",
+    COPY_STATE_TABLE,
     MetaData(),
     Column("key", Text, primary_key=True),
     Column("value", Text, nullable=False),
@@ -72,6 +80,8 @@ STATE_TABLE = Table(
 """The copy's bookkeeping in the target (not part of the store's schema)."""
 
 FINGERPRINT_KEY = "source fingerprint"
+SOURCE_KEY = "source"
+"""The source's URL (password hidden), for the command that finishes the copy."""
 _COPY_LOCK_KEY = 8675309019
 """Session-level advisory lock held by the one copy writing into a PostgreSQL target."""
 LOCK_WAIT_S = 15.0
@@ -93,14 +103,11 @@ LONGEST_BUILDS = (
 """The index builds that take longest, longest first (per message, on the benchmark's
 data: ``docs/postgresql.md``, "Storage per message"). They start first, so the builders
 end close together: started last, the longest would run alone on one core at the end."""
-EMPTIED_MODELS: tuple[type[Base], ...] = (
-    TelegramTopicBinding,
-    CompressionLock,
-    TelegramTopicMode,
-    Message,
-    Session,
-)
-"""What a restart empties, children before the sessions they name."""
+STORE_TABLES = tuple(sorted(Base.metadata.tables))
+"""The tables of the store's models: a target lacking one of them cannot take a copy."""
+DROPPED_ON_RESTART = (*STORE_TABLES, "alembic_version", PROGRESS_TABLE, COPY_STATE_TABLE)
+"""What a PostgreSQL restart drops: every table the store's schema creates (and the
+copy's bookkeeping), so that the schema is created again from nothing."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,8 @@ class TargetState:
     """The source fingerprint of an interrupted copy, ``None`` when there is none."""
     unfinished: bool = False
     """The bookkeeping table is there (an interrupted or unverified copy)."""
+    missing_tables: tuple[str, ...] = ()
+    """Tables of the store the target lacks although it holds a schema (dropped by hand)."""
 
 
 def inspect_target(engine: Engine) -> TargetState:
@@ -130,7 +139,26 @@ def inspect_target(engine: Engine) -> TargetState:
         if unfinished:
             value = run(db, select(STATE_TABLE.c.value).where(STATE_TABLE.c.key == FINGERPRINT_KEY)).scalar()
             fingerprint = None if value is None else json.loads(value)
-        return TargetState(count(Session), count(Message), fingerprint, unfinished)
+        has_schema = bool(tables & {*STORE_TABLES, "alembic_version"})
+        # A SQLite store creates the Telegram topic tables on first use.
+        optional = set(TOPIC_TABLES) if backend_for(engine).is_file else set()
+        expected = [name for name in STORE_TABLES if name not in optional]
+        missing = tuple(name for name in expected if name not in tables) if has_schema else ()
+        return TargetState(count(Session), count(Message), fingerprint, unfinished, missing)
+
+
+def lacks_what_a_load_sets_aside(engine: Engine) -> bool:
+    """Whether a PostgreSQL target lacks an index or foreign key that a copy sets aside
+    until its load ends (:func:`deferred_objects`): a store at head never does, a copy
+    interrupted mid-load does, even once its bookkeeping is gone."""
+    if backend_for(engine).is_file:
+        return False  # a SQLite load sets nothing aside
+    try:
+        reference = reference_schema(engine)
+    except CopyMismatch:
+        return False  # not at this release's head: not a copy this release made
+    found = read_schema(engine)
+    return any((item.kind, item.name) not in found.objects for item in deferred_objects(reference))
 
 
 def target_session_ids(engine: Engine) -> set[str]:
@@ -176,13 +204,17 @@ class TargetWriter(Protocol):
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None: ...
 
-    def start(self, fingerprint: dict[str, Any], reference: StoreSchema) -> None:
-        """Record the copy in the target and set aside what waits for the load; create
-        beforehand whatever else of ``reference`` the target lacks (its triggers must
-        see the rows arrive)."""
+    def start(self, fingerprint: dict[str, Any], source: str, reference: StoreSchema) -> None:
+        """Record the copy (the source's fingerprint and URL) in the target and set aside
+        what waits for the load; create beforehand whatever else of ``reference`` the
+        target lacks (its triggers must see the rows arrive)."""
 
-    def empty(self, keep_meta: Iterable[str]) -> None:
-        """Delete every copied row (a restart), keeping the ``state_meta`` keys named."""
+    def empty(self) -> None:
+        """Empty the target of a restart, before it is brought to head."""
+
+    def restore_seed_meta(self, seeds: dict[str, str | None]) -> None:
+        """Write back each ``state_meta`` row a fresh store holds by itself that the target
+        lacks (deleted by hand or by a restart); keys it holds are left as they are."""
 
     def write(self, model: type[Base], rows: Sequence[Sequence[Any]]) -> None:
         """Write one batch of rows (model column order, Python values) and commit it."""
@@ -216,10 +248,24 @@ def writer_for(engine: Engine) -> TargetWriter:
     return InsertWriter(engine)
 
 
-def _record_start(db: orm.Session | Connection, fingerprint: dict[str, Any]) -> None:
+def _record_start(db: orm.Session | Connection, fingerprint: dict[str, Any], source: str) -> None:
     STATE_TABLE.create(db.connection() if isinstance(db, orm.Session) else db, checkfirst=True)
     run(db, delete(STATE_TABLE))
-    run(db, insert(STATE_TABLE).values(key=FINGERPRINT_KEY, value=json.dumps(fingerprint, sort_keys=True)))
+    run(
+        db,
+        insert(STATE_TABLE),
+        [
+            {"key": FINGERPRINT_KEY, "value": json.dumps(fingerprint, sort_keys=True)},
+            {"key": SOURCE_KEY, "value": source},
+        ],
+    )
+
+
+def _insert_missing_meta(db: orm.Session | Connection, seeds: dict[str, str | None]) -> None:
+    if not seeds:
+        return  # an executemany of nothing would be a one-row INSERT … DEFAULT VALUES
+    statement = backend_for(db).insert(StateMeta.__table__).on_conflict_do_nothing(index_elements=["key"])
+    run(db, statement, [{"key": key, "value": value} for key, value in sorted(seeds.items())])
 
 
 def _meta_upsert(db: orm.Session | Connection, rows: Sequence[Sequence[Any]]) -> None:
@@ -232,13 +278,18 @@ def _meta_upsert(db: orm.Session | Connection, rows: Sequence[Sequence[Any]]) ->
     run(db, statement, [{"key": key, "value": value} for key, value in rows])
 
 
-def _empty(db: orm.Session | Connection, keep_meta: Iterable[str]) -> None:
-    # A SQLite target may lack the Telegram topic tables (created on first use).
-    absent = set(TOPIC_TABLES) - telegram_topics.existing_tables(db)
-    for model in EMPTIED_MODELS:
-        if model.__tablename__ not in absent:
-            run(db, delete(model))
-    run(db, delete(StateMeta).where(StateMeta.key.not_in(list(keep_meta))))
+_SQLITE_TABLES = text(
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+    "ORDER BY sql NOT LIKE 'CREATE VIRTUAL TABLE%'"
+)
+"""The file's tables, the search tables first (dropping one drops its shadow tables)."""
+
+
+def _drop_sqlite_tables(db: orm.Session) -> None:
+    # The foreign keys are checked at commit, when no table is left to break them.
+    run(db, text("PRAGMA defer_foreign_keys = ON"))
+    for name in [str(name) for (name,) in run(db, _SQLITE_TABLES)]:
+        run(db, text(f'DROP TABLE IF EXISTS "{name}"'))
 
 
 def _insert(db: orm.Session | Connection, model: type[Base], rows: Sequence[Sequence[Any]]) -> None:
@@ -275,15 +326,18 @@ class InsertWriter:
     ) -> None:
         self.uow.close()
 
-    def start(self, fingerprint: dict[str, Any], reference: StoreSchema) -> None:
+    def start(self, fingerprint: dict[str, Any], source: str, reference: StoreSchema) -> None:
         """Record the copy; create what the target lacks first (nothing is set aside)."""
         self.finish_schema(reference, lambda *_: None)
-        self.uow.write(lambda db: _record_start(db, fingerprint), "recording the copy")
+        self.uow.write(lambda db: _record_start(db, fingerprint, source), "recording the copy")
 
-    def empty(self, keep_meta: Iterable[str]) -> None:
-        """Delete the copied rows in one transaction."""
-        kept = list(keep_meta)
-        self.uow.write(lambda db: _empty(db, kept), "emptying the target")
+    def empty(self) -> None:
+        """Drop every table of the file in one transaction."""
+        self.uow.write(_drop_sqlite_tables, "emptying the target")
+
+    def restore_seed_meta(self, seeds: dict[str, str | None]) -> None:
+        """Insert the missing seed rows."""
+        self.uow.write(lambda db: _insert_missing_meta(db, seeds), "restoring the store's own metadata")
 
     def write(self, model: type[Base], rows: Sequence[Sequence[Any]]) -> None:
         """One ``executemany`` insert of the batch, committed."""
@@ -405,7 +459,7 @@ class PostgresCopyWriter:
     def _quote(self, name: str) -> str:
         return self.engine.dialect.identifier_preparer.quote(name)
 
-    def start(self, fingerprint: dict[str, Any], reference: StoreSchema) -> None:
+    def start(self, fingerprint: dict[str, Any], source: str, reference: StoreSchema) -> None:
         """Create what the target lacks except what waits for the load; then, in one
         transaction, record the copy and drop the deferred indexes and foreign keys."""
         deferred = deferred_objects(reference)
@@ -417,14 +471,21 @@ class PostgresCopyWriter:
         ]
         self._create(missing, lambda *_: None)
         with self.connection.begin():
-            _record_start(self.connection, fingerprint)
+            _record_start(self.connection, fingerprint, source)
             for item in deferred:
                 self.connection.exec_driver_sql(drop_statement(item, self._quote))
 
-    def empty(self, keep_meta: Iterable[str]) -> None:
-        """Delete the copied rows in one transaction."""
+    def empty(self) -> None:
+        """Drop the store's tables in one transaction (the functions and extensions the
+        schema created stay: their creation replaces them)."""
+        tables = ", ".join(self._quote(name) for name in DROPPED_ON_RESTART)
         with self.connection.begin():
-            _empty(self.connection, keep_meta)
+            self.connection.exec_driver_sql(f"DROP TABLE IF EXISTS {tables} CASCADE")
+
+    def restore_seed_meta(self, seeds: dict[str, str | None]) -> None:
+        """Insert the missing seed rows."""
+        with self.connection.begin():
+            _insert_missing_meta(self.connection, seeds)
 
     def _statement(self, model: type[Base]) -> tuple[str, list[str]]:
         """The model's ``COPY`` statement, and its column types when :attr:`binary`."""

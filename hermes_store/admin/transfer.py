@@ -8,10 +8,13 @@ leases, Telegram topic state — and resumable:
    migration would give them.
 2. The target must hold no session and no message (:class:`CopyRefused` otherwise),
    unless ``resume`` continues an interrupted copy of the same, unchanged source, or
-   ``restart`` empties an interrupted copy and starts again.
-3. It is brought to head and the copy is recorded in it (with the source's fingerprint);
-   a PostgreSQL target also sets its secondary indexes and foreign keys aside
-   (:mod:`hermes_store.admin.copy_target`).
+   ``restart`` empties an interrupted copy (or a target whose tables were dropped) and
+   starts again. Every refusal names the one command that goes on from the target's
+   state.
+3. It is brought to head, the ``state_meta`` rows a fresh store holds by itself are
+   written back where they are missing, and the copy is recorded in it (with the
+   source's fingerprint and URL); a PostgreSQL target also sets its secondary indexes
+   and foreign keys aside (:mod:`hermes_store.admin.copy_target`).
 4. Sessions, parents before children, in committed batches; on resume the sessions the
    target holds are skipped.
 5. Messages in id order, in committed batches of ``batch_rows``; on resume from the
@@ -29,9 +32,11 @@ leases, Telegram topic state — and resumable:
    searches; then the copy's record is dropped.
 
 A copy killed at any point leaves either nothing (it had not recorded itself yet) or a
-record ``resume`` continues from and ``restart`` clears. The source must not be written
-to during the copy; a source that changed since an interrupted copy began is refused on
-resume (``restart`` copies it again from the start).
+record ``resume`` continues from and ``restart`` clears; a target an operator then
+emptied by hand (rows deleted, the record or tables dropped) is finished by the command
+the refusal names. The source must not be written to during the copy; a source that
+changed since an interrupted copy began is refused on resume (``restart`` copies it
+again from the start).
 """
 
 from __future__ import annotations
@@ -47,13 +52,16 @@ from sqlalchemy.engine import Engine
 from hermes_store.admin.copy_schema import StoreSchema, reference_schema
 from hermes_store.admin.copy_source import TableReader, check_source, columns_of, stream_rows
 from hermes_store.admin.copy_target import (
+    TargetState,
     TargetWriter,
     inspect_target,
+    lacks_what_a_load_sets_aside,
     target_max_message_id,
     target_session_ids,
     writer_for,
 )
 from hermes_store.admin.copy_verify import Verification, verify_copy, verify_rows, verify_schema
+from hermes_store.db.backends import backend_for
 from hermes_store.db.execution import run
 from hermes_store.domain.progress import ProgressFn, ignore_progress
 from hermes_store.errors import CopyMismatch, CopyRefused
@@ -112,36 +120,55 @@ _RESTART_HINT = "run the same copy with --restart to empty the target and copy a
 
 def _check_target(target: Engine, fingerprint: dict[str, Any], resume: bool, restart: bool) -> str:
     """What this copy does with the target — ``"fresh"``, ``"resume"`` or ``"restart"`` —
-    or :class:`CopyRefused` (one line naming the one command that works)."""
+    or :class:`CopyRefused` (one line naming the one command that works from the state
+    the target is in)."""
     state = inspect_target(target)
-    if state.unfinished:
+    if state.missing_tables:  # dropped by hand: only a restart creates them again
         if restart:
             return "restart"
-        so_far = f"{state.sessions} sessions and {state.messages} messages so far"
-        if not resume and state.fingerprint != fingerprint:
+        lost = ", ".join(state.missing_tables)
+        copy = "an interrupted copy" if state.unfinished else "a store"
+        raise CopyRefused(f"the target holds {copy} whose table(s) {lost} are gone; {_RESTART_HINT}")
+    if state.unfinished:
+        return "restart" if restart else _resumed(state, fingerprint, resume)
+    if state.sessions or state.messages:
+        if lacks_what_a_load_sets_aside(target):
+            if restart:
+                return "restart"
             raise CopyRefused(
-                f"the target holds an interrupted copy ({so_far}) of a source that has changed since; "
+                f"the target holds {state.sessions} session(s) and {state.messages} message(s) without "
+                "the indexes a copy builds at its end: an interrupted copy whose record was dropped; "
                 + _RESTART_HINT
             )
-        if not resume:
-            raise CopyRefused(
-                f"the target holds an interrupted copy ({so_far}): "
-                "run the same copy with --resume to finish it"
-            )
-        if state.fingerprint != fingerprint:
-            raise CopyRefused(
-                f"the source has changed since the interrupted copy began (then {state.fingerprint}, "
-                f"now {fingerprint}); {_RESTART_HINT}"
-            )
-        return "resume"
-    if state.sessions or state.messages:
+        new = "file" if backend_for(target).is_file else "database"
         raise CopyRefused(
             f"the target already holds {state.sessions} session(s) and {state.messages} message(s); "
-            "copy only into an empty store"
+            f"copy only into an empty store: name a new {new} as the target"
             + (" (there is no interrupted copy in it to resume)" if resume else "")
             + (" (there is no interrupted copy in it to restart)" if restart else "")
         )
-    return "fresh"
+    return "restart" if restart else "fresh"
+
+
+def _resumed(state: TargetState, fingerprint: dict[str, Any], resume: bool) -> str:
+    """``"resume"`` for an interrupted copy of the same source with ``resume``; else the
+    refusal naming the flag that goes on."""
+    so_far = f"{state.sessions} sessions and {state.messages} messages so far"
+    if not resume and state.fingerprint != fingerprint:
+        raise CopyRefused(
+            f"the target holds an interrupted copy ({so_far}) of a source that has changed since; "
+            + _RESTART_HINT
+        )
+    if not resume:
+        raise CopyRefused(
+            f"the target holds an interrupted copy ({so_far}): run the same copy with --resume to finish it"
+        )
+    if state.fingerprint != fingerprint:
+        raise CopyRefused(
+            f"the source has changed since the interrupted copy began (then {state.fingerprint}, "
+            f"now {fingerprint}); {_RESTART_HINT}"
+        )
+    return "resume"
 
 
 def parents_first(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
@@ -220,10 +247,10 @@ def copy_store(
 
     ``progress`` is called per committed batch for the steps ``sessions``, ``messages``,
     ``tables``, ``metadata``, ``indexes`` and ``verify``. ``resume=True`` continues an
-    interrupted copy into ``target``; ``restart=True`` deletes what an interrupted copy
-    wrote and copies again. The source is only read. Raises :class:`CopyRefused` for a
-    source that cannot be read as it is, for a target that holds rows (or whose
-    interrupted copy came from a source that has changed since),
+    interrupted copy into ``target``; ``restart=True`` empties an interrupted copy (or a
+    target whose tables were dropped) and copies again. The source is only read. Raises
+    :class:`CopyRefused` for a source that cannot be read as it is, for a target that
+    holds rows (or whose interrupted copy came from a source that has changed since),
     :class:`CopyMismatch` if the verification finds a difference, and
     ``TypeError``/``ValueError`` for content the target cannot hold (for example
     ``bytes`` content, which PostgreSQL's text column cannot store).
@@ -236,12 +263,13 @@ def copy_store(
     fingerprint = source_fingerprint(source, readers)
     with writer_for(target) as writer:
         mode = _check_target(target, fingerprint, resume, restart)
+        if mode == "restart":
+            writer.empty()
         upgrade(target)
         reference = reference_schema(target)
-        if mode == "restart":
-            writer.empty(reference.seed_meta)
+        writer.restore_seed_meta(reference.seed_meta)
         if mode != "resume":
-            writer.start(fingerprint, reference)
+            writer.start(fingerprint, source.url.render_as_string(hide_password=True), reference)
         resuming = mode == "resume"
         _copy_sessions(source, readers["sessions"], target, writer, progress, batch_rows, resuming)
         resumed_after = target_max_message_id(target) if resuming else None

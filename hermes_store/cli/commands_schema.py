@@ -157,16 +157,28 @@ def upgrade(target: StoreTarget, revision: str) -> None:
 
 @click.command()
 @click.argument("revision")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask before downgrading to 'base'.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before a downgrade that drops rows.")
 @pass_target
 def downgrade(target: StoreTarget, revision: str, yes: bool) -> None:
-    """Downgrade the schema to REVISION, such as 0010, keeping every session and message.
+    """Downgrade the schema to REVISION, such as 0018, keeping every session and every
+    live message.
 
-    Downgrading to 'base' removes every table and asks first (unless --yes).
+    Below 0019 the previous release cannot hide messages: the rewound and compacted-away
+    ones are set aside until the next upgrade puts them back. Compression leases and
+    Telegram topic state are dropped, and archived sessions are listed again: the command
+    says how many and asks first (unless --yes). Downgrading to 'base' removes every
+    table and asks first (unless --yes).
     """
     target.require_existing()
     if revision == "base" and not yes:
         click.confirm(f"Downgrading {target.describe()} to 'base' deletes all data. Continue?", abort=True)
+    elif not yes:
+        with target.engine(create=False) as engine:
+            losses = migrate.downgrade_losses(engine, revision)
+        if losses:
+            click.confirm(
+                f"Downgrading {target.describe()} to {revision}: {'; '.join(losses)}. Continue?", abort=True
+            )
     before, after, steps = _run("downgrade", target, revision, create=False)
     _report_change("Downgraded", target, before, after, steps)
 

@@ -13,6 +13,7 @@ creates nothing. On PostgreSQL they are part of the schema.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from sqlalchemy import delete, exists, select, text, update
@@ -25,11 +26,17 @@ from hermes_store.repository import meta
 from hermes_store.repository.listing import _LAST_ACTIVE, _S_COLUMNS, _preview_sql, finish_preview
 from hermes_store.schema.models import TelegramTopicBinding, TelegramTopicMode
 from hermes_store.schema.telegram_topic_ddl import (
+    BINDINGS_WITHOUT_SESSION,
+    DROPPED_BINDINGS_WARNING,
+    REBUILT_BINDINGS,
     SCHEMA_VERSION,
     SCHEMA_VERSION_KEY,
     SQLITE_TOPIC_DDL,
     TOPIC_TABLES,
+    cascade_rebuild,
 )
+
+logger = logging.getLogger(__name__)
 
 SESSION_INDEX = "idx_telegram_dm_topic_bindings_session"
 ALREADY_LINKED = "session is already linked to another Telegram topic"
@@ -71,17 +78,16 @@ def _bindings_lack_cascade(db: Bind) -> bool:
 
 
 def _rebuild_bindings_with_cascade(db: Bind) -> None:
-    """Recreate the bindings table in its current layout, every row kept. SQLite cannot
-    change a foreign key in place: the rows move to a new table that takes the old name
-    (its indexes are then made again by the caller's DDL)."""
+    """Recreate the bindings table in its current layout, as revision 0019 does (see
+    :func:`~hermes_store.schema.telegram_topic_ddl.cascade_rebuild`)."""
+    dangling = run(db, text(BINDINGS_WITHOUT_SESSION)).scalar()
+    if dangling:
+        logger.warning(DROPPED_BINDINGS_WARNING, dangling)
     current = next(ddl for ddl in SQLITE_TOPIC_DDL if "telegram_dm_topic_bindings (" in ddl)
     columns = ", ".join(column.name for column in _BINDING_COLUMNS)
-    new_table = current.replace("IF NOT EXISTS telegram_dm_topic_bindings", "telegram_dm_topic_bindings_new")
-    run(db, text(new_table))
-    run(db, text(f"INSERT INTO telegram_dm_topic_bindings_new ({columns}) SELECT {columns} "
-                 "FROM telegram_dm_topic_bindings"))
-    run(db, text("DROP TABLE telegram_dm_topic_bindings"))
-    run(db, text("ALTER TABLE telegram_dm_topic_bindings_new RENAME TO telegram_dm_topic_bindings"))
+    rebuilt = current.replace("IF NOT EXISTS telegram_dm_topic_bindings", REBUILT_BINDINGS)
+    for statement in cascade_rebuild(rebuilt, columns):
+        run(db, text(statement))
 
 
 def open_tables(db: Bind) -> None:

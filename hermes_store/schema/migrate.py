@@ -28,7 +28,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import sqlalchemy as sa
@@ -39,7 +39,7 @@ from hermes_store.db.backends.postgresql import MIGRATION_LOCK_KEY
 from hermes_store.db.engine import create_engine, write_engine
 from hermes_store.db.sqlite_errors import is_lock_error, raise_translated
 from hermes_store.domain.progress import ProgressFn
-from hermes_store.errors import SchemaBehind, SchemaError
+from hermes_store.errors import CopyUnfinished, SchemaBehind, SchemaError
 from hermes_store.schema.legacy import NewerSchemaWarning
 from hermes_store.schema.revisions import OLDEST_RUNNABLE_REVISION, History, history
 from hermes_store.schema.revisions import migrations_path as migrations_path
@@ -64,6 +64,10 @@ process holds the migrators' lock, before opening stops waiting for it and refus
 LOCK_POLL_S = 0.25
 """Pause between two looks at the migrators' lock."""
 
+COPY_STATE_TABLE = "hermes_copy_state"
+"""The bookkeeping ``hermes-store copy`` keeps in its target until the copy is verified:
+a database holding it is not opened as a store."""
+
 
 class SchemaBehindWarning(UserWarning):
     """A server database behind head is used as it is; ``hermes-store upgrade`` brings it up."""
@@ -77,6 +81,8 @@ class SchemaState:
     legacy_version: int | None
     scripts: History = field(default_factory=history, compare=False)
     """The revision history this state is judged against (default: the shipped one)."""
+    unfinished_copy: bool = False
+    """The database holds the bookkeeping of a ``hermes-store copy`` not yet finished."""
 
     @property
     def at_head(self) -> bool:
@@ -104,7 +110,8 @@ class SchemaState:
 
 
 def read_schema_state(engine: Engine, script_location: str | None = None) -> SchemaState:
-    """Read the Alembic revision and upstream's ``schema_version`` in one query.
+    """Read the Alembic revision, upstream's ``schema_version`` and whether a copy into the
+    database is unfinished, in one query.
 
     Missing tables read as ``None``. Opens its own short read transaction. The state is
     judged against the scripts in ``script_location`` (default: the shipped migrations).
@@ -112,17 +119,18 @@ def read_schema_state(engine: Engine, script_location: str | None = None) -> Sch
     state = _read_schema_state(engine)
     if script_location is None:
         return state
-    return SchemaState(state.revision, state.legacy_version, history(script_location))
+    return replace(state, scripts=history(script_location))
 
 
 def _read_schema_state(engine: Engine) -> SchemaState:
     query = (
-        "SELECT (SELECT version_num FROM alembic_version LIMIT 1), (SELECT MAX(version) FROM schema_version)"
+        "SELECT (SELECT version_num FROM alembic_version LIMIT 1), "
+        "(SELECT MAX(version) FROM schema_version), " + backend_for(engine).table_count_sql(COPY_STATE_TABLE)
     )
     try:
         with engine.connect() as connection:
             row = connection.exec_driver_sql(query).one()
-            return SchemaState(row[0], None if row[1] is None else int(row[1]))
+            return SchemaState(row[0], None if row[1] is None else int(row[1]), unfinished_copy=bool(row[2]))
     except sa.exc.ProgrammingError:
         pass  # PostgreSQL: undefined table
     except sa.exc.DatabaseError as exc:
@@ -152,7 +160,29 @@ def _inspect_state_tables(engine: Engine) -> SchemaState:
         if "schema_version" in tables:
             value = connection.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar()
             legacy_version = None if value is None else int(value)
-        return SchemaState(revision, legacy_version)
+        return SchemaState(revision, legacy_version, unfinished_copy=COPY_STATE_TABLE in tables)
+
+
+def refuse_unfinished_copy(engine: Engine, state: SchemaState | None = None) -> None:
+    """Raise :class:`~hermes_store.errors.CopyUnfinished` when the database is the target of
+    a copy that has not finished (``state``: the schema state already read, if any).
+
+    Such a target holds part of the source only, and its message id sequence is moved
+    past the copied ids only at the copy's end: used as a store, it would list part of
+    the sessions and fail its first append."""
+    if state is None:
+        state = _waiting_out_other_migrators(lambda: read_schema_state(engine), "reading the schema version")
+    if not state.unfinished_copy:
+        return
+    with engine.connect() as connection:
+        source = connection.exec_driver_sql(
+            f"SELECT value FROM {COPY_STATE_TABLE} WHERE key = 'source'"
+        ).scalar()
+    target = engine.url.render_as_string(hide_password=True)
+    raise CopyUnfinished(
+        "this database is the target of a hermes-store copy that has not finished (it holds part "
+        f"of the source only); finish it with 'hermes-store copy {source or 'SOURCE_URL'} {target} --resume'"
+    )
 
 
 def ensure_schema(
@@ -184,6 +214,7 @@ def ensure_schema(
         return read_schema_state(engine, script_location)
 
     state = _waiting_out_other_migrators(read, "reading the schema version")
+    refuse_unfinished_copy(engine, state)
     if not (state.at_head or state.newer or backend_for(engine).is_file):
         if state.empty:
             state = _after_running_migration(engine, state, read, patience=None)
@@ -398,8 +429,57 @@ def upgrade(
 def downgrade(
     target: Engine | str | os.PathLike[str] | None, revision: str, *, script_location: str | None = None
 ) -> None:
-    """Downgrade ``target`` to ``revision`` (every row kept); in one write transaction on SQLite."""
+    """Downgrade ``target`` to ``revision``; in one write transaction on SQLite. Every
+    session and every live message row is kept; below revision 0019 what
+    :func:`downgrade_losses` names goes."""
     _run_alembic(target, "downgrade", revision, script_location)
+
+
+UPSTREAM_17_REVISION = "0019"
+"""The revision whose downgrade drops data a user may miss (:func:`downgrade_losses`)."""
+
+_LOST_BELOW_0019 = (
+    ("compression lease(s) dropped", "compression_locks", ""),
+    ("Telegram topic chat(s) dropped", "telegram_dm_topic_mode", ""),
+    ("Telegram topic binding(s) dropped", "telegram_dm_topic_bindings", ""),
+    ("archived session(s) listed again", "sessions", " WHERE archived <> 0"),
+    (
+        "rewound or compacted-away message(s) set aside until the next upgrade",
+        "messages",
+        " WHERE active = 0",
+    ),
+)
+"""What a downgrade below 0019 changes that a user may miss: a phrase, the table whose
+rows (those the condition keeps) are counted, and the condition."""
+
+
+def downgrade_losses(engine: Engine, revision: str) -> list[str]:
+    """What downgrading ``engine``'s database to ``revision`` drops or changes beyond the
+    schema, one phrase with its count each (``[]``: nothing, or a downgrade that stays at
+    or above revision 0019). ``revision`` is an id, ``base`` or a relative ``-N``."""
+    state = read_schema_state(engine)
+    scripts = state.scripts
+    if not scripts.reaches(state.revision, UPSTREAM_17_REVISION) or state.revision not in scripts:
+        return []
+    target = _downgrade_target(scripts, str(state.revision), revision)
+    if target is not None and scripts.reaches(target, UPSTREAM_17_REVISION):
+        return []
+    with engine.connect() as connection:
+        tables = set(sa.inspect(connection).get_table_names())
+        counts = [
+            (phrase, int(connection.exec_driver_sql(f"SELECT count(*) FROM {table}{where}").scalar() or 0))
+            for phrase, table, where in _LOST_BELOW_0019
+            if table in tables
+        ]
+    return [f"{count} {phrase}" for phrase, count in counts if count]
+
+
+def _downgrade_target(scripts: History, current: str, revision: str) -> str | None:
+    """The revision a downgrade to ``revision`` ends at (``None``: base, or unknown)."""
+    if revision.startswith("-") and revision[1:].isdigit():
+        index = scripts.revisions.index(current) - int(revision[1:])
+        return scripts.revisions[index] if index >= 0 else None
+    return revision if revision in scripts else None
 
 
 def _run_alembic(

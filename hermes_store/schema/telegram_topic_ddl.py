@@ -49,3 +49,32 @@ SQLITE_TOPIC_DDL = (
 )
 """Both tables and their indexes, as the SQLite schema's own revision writes them for a
 file that already had them (the same text, so every store holds one shape)."""
+
+REBUILT_BINDINGS = "telegram_dm_topic_bindings_rebuilt"
+"""The name a bindings table is rebuilt under before it takes the old one's."""
+
+BINDINGS_WITHOUT_SESSION = (
+    "SELECT count(*) FROM telegram_dm_topic_bindings WHERE session_id NOT IN (SELECT id FROM sessions)"
+)
+DROPPED_BINDINGS_WARNING = "dropping %d Telegram topic binding(s) whose session no longer exists"
+
+
+def cascade_rebuild(create_rebuilt: str, columns: str) -> tuple[str, ...]:
+    """The statements that move a bindings table of upstream's first layout (no ``ON
+    DELETE CASCADE``) into the table ``create_rebuilt`` makes (named
+    :data:`REBUILT_BINDINGS`), which then takes the old name. SQLite cannot change a
+    foreign key in place. Its indexes are made again by the caller's DDL.
+
+    Every binding whose session exists is kept. One whose session is gone (written with
+    foreign keys off) is left out: the cascading key cannot hold it, and it routes a topic
+    to nothing. Upstream copies every row under enforced foreign keys, so such a file
+    fails its rebuild; the caller warns with :data:`DROPPED_BINDINGS_WARNING` when
+    :data:`BINDINGS_WITHOUT_SESSION` counts any.
+    """
+    return (
+        create_rebuilt,
+        f"INSERT INTO {REBUILT_BINDINGS} ({columns}) SELECT {columns} FROM telegram_dm_topic_bindings "
+        "WHERE session_id IN (SELECT id FROM sessions)",
+        "DROP TABLE telegram_dm_topic_bindings",
+        f"ALTER TABLE {REBUILT_BINDINGS} RENAME TO telegram_dm_topic_bindings",
+    )

@@ -25,7 +25,8 @@ with this store must carry them, with upstream's names, types and defaults:
 
 Every step only adds what is missing, because files upstream opened already hold some or
 all of these (and may hold columns upstream later dropped, which are left untouched).
-Existing rows take the defaults: every message stays live.
+Existing rows take the defaults: every message stays live, except those a downgrade of
+this revision set aside (``hermes_hidden_messages``), which come back hidden as they were.
 
 Two data fixes, both idempotent:
 
@@ -68,6 +69,12 @@ from hermes_store.schema.migration_ops import (
     table_names,
     update_by_key_ranges,
     with_lock_retry,
+)
+from hermes_store.schema.telegram_topic_ddl import (
+    BINDINGS_WITHOUT_SESSION,
+    DROPPED_BINDINGS_WARNING,
+    REBUILT_BINDINGS,
+    cascade_rebuild,
 )
 
 revision = "0019"
@@ -210,6 +217,29 @@ $fn$"""
 (not JSON, or JSON of another kind). In ``pg_temp``: it lives only as long as the
 migration's session and is never part of the schema."""
 
+SERVER_TAG_FUNCTION = """CREATE OR REPLACE FUNCTION pg_temp.hermes_tagged(value text, parent text)
+RETURNS text LANGUAGE plpgsql IMMUTABLE AS $fn$
+DECLARE
+    parsed jsonb := pg_temp.hermes_json_object(value);
+    tag text := '"_delegate_from":' || to_json(parent)::text;
+    object_end text;
+BEGIN
+    IF value IS NULL THEN
+        RETURN '{' || tag || '}';
+    END IF;
+    IF parsed ? '_delegate_from' THEN
+        RETURN jsonb_set(parsed, '{_delegate_from}', to_jsonb(parent))::text;
+    END IF;
+    object_end := rtrim(value, E' \\t\\n\\r');
+    RETURN left(object_end, -1) || CASE WHEN parsed = '{}'::jsonb THEN '' ELSE ',' END || tag
+        || '}' || substr(value, length(object_end) + 1);
+END
+$fn$"""
+"""A JSON object's ``model_config`` text with ``_delegate_from`` added behind its last
+member: the rest of the text is kept byte for byte (jsonb would turn ``1e16`` into an
+integer, sort the keys and respace them; SQLite's ``json_set`` keeps numbers and order).
+A key already present as JSON ``null`` is set through jsonb, so as not to write it twice."""
+
 
 def _delegate_condition(obj: str, json_field: str, a: str) -> str:
     """Rows of ``sessions`` aliased ``a`` that are delegate children still untagged."""
@@ -233,7 +263,7 @@ SQLITE_TAG_DELEGATES = (
 )
 SERVER_TAG_DELEGATES = (
     "UPDATE sessions AS c SET model_config = "
-    f"({_SERVER_OBJECT.format(a='c')} || jsonb_build_object('_delegate_from', c.parent_session_id))::text "
+    "pg_temp.hermes_tagged(c.model_config, c.parent_session_id) "
     "WHERE {range} AND " + _delegate_condition(_SERVER_OBJECT, "({obj} ->> '{key}')", "c")
 )
 """The tagging on each backend; the server's holds ``{range}`` for
@@ -257,7 +287,53 @@ def _tag_delegate_children() -> None:
         op.execute(sa.text(SQLITE_TAG_DELEGATES))
         return
     op.execute(sa.text(SERVER_OBJECT_FUNCTION))
+    op.execute(sa.text(SERVER_TAG_FUNCTION))
     update_by_key_ranges("tagging delegate sessions", "sessions", "id", SERVER_TAG_DELEGATES)
+
+
+# --- the rows a downgrade sets aside ---------------------------------------------------------
+
+HIDDEN_MESSAGES = "hermes_hidden_messages"
+"""Where a downgrade keeps the rewound and compacted-away messages (``active = 0``) until
+the next upgrade: the previous release has no ``active`` flag, and would replay and search
+them as live messages."""
+
+
+def _set_hidden_messages_aside() -> list[str]:
+    """The statements that move the hidden messages out of ``messages`` (none when there
+    are none). Each may run again after an interruption: rows already set aside are not
+    copied twice."""
+    if is_offline() or "active" not in column_names("messages"):
+        return []
+    hidden = op.get_bind().exec_driver_sql("SELECT count(*) FROM messages WHERE active = 0").scalar()
+    if not hidden:
+        return []
+    log.warning(
+        "setting %d rewound or compacted-away message(s) aside in %s: the next upgrade puts them back",
+        hidden,
+        HIDDEN_MESSAGES,
+    )
+    return [
+        f"CREATE TABLE IF NOT EXISTS {HIDDEN_MESSAGES} AS SELECT * FROM messages WHERE active = 0",
+        f"INSERT INTO {HIDDEN_MESSAGES} SELECT * FROM messages m WHERE m.active = 0 "
+        f"AND NOT EXISTS (SELECT 1 FROM {HIDDEN_MESSAGES} h WHERE h.id = m.id)",
+        "DELETE FROM messages WHERE active = 0",
+    ]
+
+
+def _hidden_messages_put_back() -> list[str]:
+    """The statements that return the messages a downgrade set aside, still hidden (those
+    whose session the previous release deleted meanwhile are dropped with the table)."""
+    if is_offline() or HIDDEN_MESSAGES not in table_names():
+        return []
+    present = column_names("messages")
+    columns = ", ".join(sorted(name for name in column_names(HIDDEN_MESSAGES) if name in present))
+    return [
+        f"INSERT INTO messages ({columns}) SELECT {columns} FROM {HIDDEN_MESSAGES} h "
+        "WHERE EXISTS (SELECT 1 FROM sessions s WHERE s.id = h.session_id) "
+        "AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = h.id)",
+        f"DROP TABLE {HIDDEN_MESSAGES}",
+    ]
 
 
 # --- SQLite --------------------------------------------------------------------------------
@@ -290,28 +366,13 @@ def _bindings_lack_cascade() -> bool:
 
 
 def _rebuild_bindings_with_cascade() -> None:
-    """Upstream's first bindings table, rebuilt with ``ON DELETE CASCADE``, rows kept.
-
-    A binding whose session no longer exists (written with foreign keys off) cannot be
-    copied under the enforced key: it is left out, with a warning, as it routes a topic
-    to nothing.
-    """
-    bind = op.get_bind()
-    dangling = bind.exec_driver_sql(
-        "SELECT count(*) FROM telegram_dm_topic_bindings WHERE session_id NOT IN (SELECT id FROM sessions)"
-    ).scalar()
+    """Upstream's first bindings table, rebuilt with ``ON DELETE CASCADE`` as the store
+    rebuilds it when topic mode is first used (the same statements and rows kept, see
+    :func:`~hermes_store.schema.telegram_topic_ddl.cascade_rebuild`)."""
+    dangling = op.get_bind().exec_driver_sql(BINDINGS_WITHOUT_SESSION).scalar()
     if dangling:
-        log.warning("dropping %d Telegram topic binding(s) whose session no longer exists", dangling)
-    execute_all(
-        [
-            _sqlite_bindings("telegram_dm_topic_bindings_rebuilt", if_not_exists=False),
-            f"INSERT INTO telegram_dm_topic_bindings_rebuilt ({BINDING_COLUMNS}) "
-            f"SELECT {BINDING_COLUMNS} FROM telegram_dm_topic_bindings "
-            "WHERE session_id IN (SELECT id FROM sessions)",
-            "DROP TABLE telegram_dm_topic_bindings",
-            "ALTER TABLE telegram_dm_topic_bindings_rebuilt RENAME TO telegram_dm_topic_bindings",
-        ]
-    )
+        log.warning(DROPPED_BINDINGS_WARNING, dangling)
+    execute_all(cascade_rebuild(_sqlite_bindings(REBUILT_BINDINGS, if_not_exists=False), BINDING_COLUMNS))
 
 
 def _sqlite_upgrade() -> None:
@@ -322,6 +383,7 @@ def _sqlite_upgrade() -> None:
                 op.execute(
                     sa.text(f"ALTER TABLE {table} ADD COLUMN {name} {ddl.format(float8=FLOAT8['sqlite'])}")
                 )
+    execute_all(_hidden_messages_put_back())
     # The topic tables are upstream's opt-in: a file that never opted in stays without
     # them (the store creates them on first use); one that did gets the second shape.
     present = table_names()
@@ -377,6 +439,8 @@ def _server_upgrade() -> None:
                 execute_with_lock_retry(
                     f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {name} {ddl.format(float8=float8)}"
                 )
+        for statement in _hidden_messages_put_back():
+            execute_with_lock_retry(statement)
         with_lock_retry(
             lambda: execute_all(_server_tables()), "creating the compression-lock and Telegram topic tables"
         )
@@ -396,9 +460,13 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Remove what this revision adds; every session and message row stays.
+    """Remove what this revision adds; every session row and every live message stays.
 
-    The delegate tags stay in ``model_config``: they are data, and revision 0018's code
+    The rewound and compacted-away messages are set aside in :data:`HIDDEN_MESSAGES`
+    (the previous release would replay them), and the next upgrade puts them back. The
+    new tables go with their rows (compression leases, Telegram topic modes and bindings),
+    and so do the new columns' values: archived sessions show in lists again. The
+    delegate tags stay in ``model_config``: they are data, and revision 0018's code
     ignores them.
     """
     server = dialect_name() == "postgresql"
@@ -408,7 +476,8 @@ def downgrade() -> None:
                 drop_index_concurrently(name)
     else:
         execute_all(f"DROP INDEX IF EXISTS {name}" for name in INDEXES)
-    drops = [f"DROP TABLE IF EXISTS {table}" for table in NEW_TABLES]
+    drops = _set_hidden_messages_aside()
+    drops += [f"DROP TABLE IF EXISTS {table}" for table in NEW_TABLES]
     drops.append(f"DELETE FROM state_meta WHERE key = '{TOPIC_SCHEMA_KEY}'")
     for table, columns in (("messages", MESSAGE_COLUMNS), ("sessions", SESSION_COLUMNS)):
         present = column_names(table)

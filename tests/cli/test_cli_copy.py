@@ -49,7 +49,8 @@ def test_copy_refuses_a_target_that_holds_sessions(invoke: Invoke, seeded_db: Pa
     before = target.read_bytes()
     result = invoke("copy", str(seeded_db), str(target), status=1, raw=True)
     assert result.output.strip().splitlines() == [
-        "Error: the target already holds 2 session(s) and 6 message(s); copy only into an empty store"
+        "Error: the target already holds 2 session(s) and 6 message(s); copy only into an empty store: "
+        "name a new file as the target"
     ]
     assert target.read_bytes() == before
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 from click.testing import Result
@@ -76,6 +77,30 @@ def test_downgrade_to_base_asks_first(invoke: Invoke, seeded_db: Path) -> None:
     refused = invoke("downgrade", "base", input="n\n", status=1)
     assert "deletes all data" in refused.output
     assert _versions(seeded_db)[0] == [("0020",)]
+
+
+def test_a_downgrade_below_0019_says_what_it_drops_and_asks_first(invoke: Invoke, seeded_db: Path) -> None:
+    """The previous release cannot hide or route: the command names what the rollback
+    changes, with counts, and goes on only when told (hidden messages come back with the
+    next upgrade, hidden as they were)."""
+    with SessionDB(seeded_db) as db:
+        db.apply_telegram_topic_migration()
+        db.enable_telegram_topic_mode(chat_id=1, user_id=2)
+    with closing(sqlite3.connect(seeded_db)) as connection, connection:
+        connection.execute("UPDATE messages SET active = 0 WHERE id IN (SELECT id FROM messages LIMIT 2)")
+        connection.execute("UPDATE sessions SET archived = 1 WHERE id = 'alpha-deploy'")
+    refused = invoke("downgrade", "0018", input="n\n", status=1)
+    assert (
+        "Downgrading " + str(seeded_db) + " to 0018: 1 Telegram topic chat(s) dropped; 1 archived session(s) "
+        "listed again; 2 rewound or compacted-away message(s) set aside until the next upgrade. Continue?"
+    ) in " ".join(refused.output.split())
+    assert _versions(seeded_db)[0] == [("0020",)]
+    assert "0020 (head) → 0018" in invoke("downgrade", "0018", "--yes").output
+    with closing(sqlite3.connect(seeded_db)) as connection:
+        assert connection.execute("SELECT count(*) FROM messages").fetchone() == (15,)
+    invoke("upgrade")
+    with SessionDB(seeded_db) as db:
+        assert db.message_count() == 17
 
 
 def test_current(invoke: Invoke, seeded_db: Path) -> None:

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
 import subprocess
-import sys
-import time
 import uuid
 from contextlib import closing
 from pathlib import Path
@@ -16,7 +12,14 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from copy_support import assert_same_store, fill_head_extras, fill_store
+from copy_support import (
+    assert_same_store,
+    copy_command,
+    copy_environment,
+    fill_head_extras,
+    fill_store,
+    kill_copy_after,
+)
 
 import hermes_store
 from hermes_store import SessionDB
@@ -128,12 +131,9 @@ def test_copy_command_refuses_a_second_copy_in_one_line(pg_url: str, tmp_path: P
     second = runner.invoke(cli, ["copy", str(tmp_path / "state.db"), pg_url])
     assert second.exit_code == 1
     assert second.output.strip().splitlines() == [
-        "Error: the target already holds 1 session(s) and 1 message(s); copy only into an empty store"
+        "Error: the target already holds 1 session(s) and 1 message(s); copy only into an empty store: "
+        "name a new database as the target"
     ]
-
-
-def _copy_command(source: Path, url: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "hermes_store.cli", "copy", str(source), url, "--batch-size", "20", *extra]
 
 
 @pytest.mark.serial
@@ -142,24 +142,7 @@ def test_sigkill_mid_copy_then_resume_gives_the_source(
 ) -> None:
     source = tmp_path / "source.db"
     total = fill_store(source, 30, 40)
-    env = {key: value for key, value in os.environ.items() if key != "HERMES_STORE_URL"}
-    copying = subprocess.Popen(
-        _copy_command(source, pg_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
-    )
-    # Kill it once three batches of messages are committed in the target (never after a sleep).
-    engine = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
-    committed = 0
-    deadline = time.monotonic() + 120
-    try:
-        while committed < 3 * 20 and time.monotonic() < deadline and copying.poll() is None:
-            with engine.connect() as connection:
-                if connection.exec_driver_sql("SELECT to_regclass('messages')").scalar():
-                    committed = int(connection.exec_driver_sql("SELECT COUNT(*) FROM messages").scalar_one())
-        copying.send_signal(signal.SIGKILL)
-        copying.communicate(timeout=30)
-    finally:
-        engine.dispose()
-    assert copying.returncode == -signal.SIGKILL
+    kill_copy_after(source, pg_url, 3 * 20)
     left = int(_scalar(pg_url, "SELECT COUNT(*) FROM messages"))
     assert 3 * 20 <= left < total, "the copy was killed with every message committed; nothing to resume"
 
@@ -167,10 +150,10 @@ def test_sigkill_mid_copy_then_resume_gives_the_source(
         copy_store(create_engine(source), create_engine(pg_url))  # without --resume
 
     resumed = subprocess.run(
-        _copy_command(source, pg_url, "--resume", "--json"),
+        copy_command(source, pg_url, "--resume", "--json"),
         capture_output=True,
         text=True,
-        env=env,
+        env=copy_environment(),
         timeout=120,
     )
     assert resumed.returncode == 0, resumed.stderr
@@ -263,7 +246,7 @@ def test_sigkill_then_a_changed_source_then_restart_gives_the_whole_schema(
     source = tmp_path / "source.db"
     fill_store(source, 30, 40)
     fill_head_extras(source)
-    _kill_after_three_batches(source, pg_url)
+    kill_copy_after(source, pg_url, 3 * 20)
     with closing(sqlite3.connect(source)) as connection, connection:
         connection.execute("DELETE FROM messages WHERE id = 1000")
         connection.execute("UPDATE sessions SET title = 'Renamed' WHERE id = 's00003'")
@@ -279,31 +262,6 @@ def test_sigkill_then_a_changed_source_then_restart_gives_the_whole_schema(
     assert_same_store(create_engine(source), create_engine(pg_url))
     assert _scalar(pg_url, "SELECT to_regclass('hermes_copy_state') IS NULL") is True
     assert _catalog(pg_url) == fresh_catalog
-
-
-def _environment() -> dict[str, str]:
-    return {key: value for key, value in os.environ.items() if key != "HERMES_STORE_URL"}
-
-
-def _kill_after_three_batches(source: Path, url: str) -> None:
-    """Start ``hermes-store copy`` in a subprocess and SIGKILL it once three batches of
-    messages are committed in the target (polled, never after a sleep)."""
-    copying = subprocess.Popen(
-        _copy_command(source, url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environment()
-    )
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
-    committed = 0
-    deadline = time.monotonic() + 120
-    try:
-        while committed < 3 * 20 and time.monotonic() < deadline and copying.poll() is None:
-            with engine.connect() as connection:
-                if connection.exec_driver_sql("SELECT to_regclass('messages')").scalar():
-                    committed = int(connection.exec_driver_sql("SELECT COUNT(*) FROM messages").scalar_one())
-        copying.send_signal(signal.SIGKILL)
-        copying.communicate(timeout=30)
-    finally:
-        engine.dispose()
-    assert copying.returncode == -signal.SIGKILL
 
 
 def test_verify_against_postgresql_names_corrupted_content_and_schema(pg_url: str, tmp_path: Path) -> None:
@@ -437,3 +395,17 @@ def test_verify_merges_ids_in_byte_order_in_a_database_that_sorts_text_otherwise
         with admin.connect() as connection:
             connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
+
+
+def test_text_that_looks_like_stored_json_is_copied_as_text_both_ways(pg_url: str, tmp_path: Path) -> None:
+    source, back = tmp_path / "source.db", tmp_path / "back.db"
+    contents = ['\ue000json:{"role": "system"}', "\x00json:[1]", [{"type": "text", "text": "x"}]]
+    with SessionDB(source) as db:
+        db.create_session("s", "cli")
+        for content in contents:
+            db.append_message("s", "user", content)
+    copy_store(create_engine(source), create_engine(pg_url))  # verified on the way
+    copy_store(create_engine(pg_url), create_engine(back))
+    for store in (SessionDB(url=pg_url), SessionDB(back)):
+        with store as db:
+            assert [m["content"] for m in db.get_messages("s")] == contents

@@ -278,3 +278,80 @@ def test_killed_inside_the_tagging_is_completed_by_the_next_run_while_the_previo
         migrate_with_rows(reference, "0018", FILL)
         alembic(reference, "upgrade", "0019")
         assert catalog(pg_url) == catalog(reference)
+
+
+CONFIG_TEXTS = {
+    "t1": '{"n": 1e16, "b": 1.50, "a": [1, 2 ]}',
+    "t2": '{ "z" : "é\\u00e9" }\n',
+    "t3": "{}",
+    "t4": "{ }",
+    "t5": None,
+}
+"""Delegate children whose ``model_config`` text jsonb would rewrite (numbers, key order,
+spacing, escapes), or which hold no keys."""
+
+
+def _sql_text(text: str | None) -> str:
+    return "NULL" if text is None else "'" + text.replace("'", "''") + "'"
+
+
+def test_the_tagging_keeps_the_config_text_and_only_adds_the_tag(pg_url: str) -> None:
+    """As SQLite's ``json_set`` keeps the number text and key order, the server's tagging
+    leaves every byte of the text as it was and adds the key behind the last member."""
+    fill = [
+        "INSERT INTO sessions (id, source, started_at) VALUES ('root', 'cli', 1.7e9)",
+        *(
+            "INSERT INTO sessions (id, source, started_at, parent_session_id, model_config) "
+            f"VALUES ('{sid}', 'cli', 1.7e9 + 1, 'root', {_sql_text(text)})"
+            for sid, text in CONFIG_TEXTS.items()
+        ),
+    ]
+    migrate_with_rows(pg_url, "0018", fill)
+    alembic(pg_url, "upgrade", "0019")
+    engine = engine_for(pg_url)
+    with engine.connect() as connection:
+        now = dict(
+            connection.exec_driver_sql("SELECT id, model_config FROM sessions WHERE id <> 'root'").all()
+        )
+    engine.dispose()
+    assert now == {
+        "t1": '{"n": 1e16, "b": 1.50, "a": [1, 2 ],"_delegate_from":"root"}',
+        "t2": '{ "z" : "é\\u00e9" ,"_delegate_from":"root"}\n',
+        "t3": '{"_delegate_from":"root"}',
+        "t4": '{ "_delegate_from":"root"}',
+        "t5": '{"_delegate_from":"root"}',
+    }
+
+
+def test_hidden_messages_stay_hidden_through_a_downgrade_and_come_back_with_the_upgrade(pg_url: str) -> None:
+    """Revision 0018's release has no ``active`` flag: the rewound and compacted-away
+    messages wait outside ``messages`` until the next upgrade puts them back, hidden."""
+    with SessionDB(url=pg_url) as db:
+        db.create_session("s", "cli")
+        live = [db.append_message("s", "user", f"live walnut {n}") for n in range(2)]
+        rewound = db.append_message("s", "user", "rewound lantern")
+        compacted = db.append_message("s", "assistant", "compacted meadow")
+    engine = engine_for(pg_url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql(f"UPDATE messages SET active = 0 WHERE id = {rewound}")
+        connection.exec_driver_sql(f"UPDATE messages SET active = 0, compacted = 1 WHERE id = {compacted}")
+    engine.dispose()
+    alembic(pg_url, "downgrade", "0018")
+    assert scalar(pg_url, "SELECT string_agg(id::text, ',' ORDER BY id) FROM messages") == ",".join(
+        map(str, live)
+    )
+    alembic(pg_url, "upgrade", "head")
+    engine = engine_for(pg_url)
+    with engine.connect() as connection:
+        rows = connection.exec_driver_sql("SELECT id, active, compacted FROM messages ORDER BY id").all()
+        assert connection.exec_driver_sql("SELECT to_regclass('hermes_hidden_messages')").scalar() is None
+    engine.dispose()
+    assert [tuple(row) for row in rows] == [
+        (live[0], 1, 0),
+        (live[1], 1, 0),
+        (rewound, 0, 0),
+        (compacted, 0, 1),
+    ]
+    with SessionDB(url=pg_url) as db:
+        assert [m["content"] for m in db.get_messages("s")] == ["live walnut 0", "live walnut 1"]
+        assert [int(hit["id"]) for hit in db.search_messages("lantern")] == []

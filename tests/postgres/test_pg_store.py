@@ -117,3 +117,35 @@ def test_concurrent_appends_keep_counters_exact(pg_head_url: str) -> None:
     assert row["message_count"] == 160
     assert row["tool_call_count"] == 320
     db.close()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '\ue000json:{"role": "system"}',
+        "\ue000json:[1, 2]",
+        "\ue000json:",
+        "\ue000json:x\x00y",
+        "\ue000",
+        "\ue000jso",
+    ],
+)
+def test_text_that_looks_like_the_stored_sentinel_round_trips(pg_db: SessionDB, text: str) -> None:
+    """A user's string comes back as that string, even if it starts like PostgreSQL's stored
+    form of encoded JSON: structured content cannot be injected through plain text."""
+    pg_db.create_session("s", "cli")
+    pg_db.append_message("s", "user", text)
+    back = pg_db.get_messages("s")[0]["content"]
+    assert back == text and isinstance(back, str)
+    assert pg_db.get_messages_as_conversation("s")[0]["content"] == text
+
+
+def test_json_content_stored_by_earlier_releases_still_decodes(pg_db: SessionDB) -> None:
+    """Rows written before plain look-alike text was escaped hold the bare stored sentinel."""
+    pg_db.create_session("s", "cli")
+    with pg_db.engine.begin() as connection:
+        connection.exec_driver_sql(
+            "INSERT INTO messages (session_id, role, content, timestamp) VALUES ('s', 'user', %s, 1.0)",
+            ('\ue000json:[{"type": "text", "text": "earlier"}]',),
+        )
+    assert pg_db.get_messages("s")[0]["content"] == [{"type": "text", "text": "earlier"}]

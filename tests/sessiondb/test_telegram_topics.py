@@ -3,6 +3,7 @@ the user's sessions not yet bound to a topic."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -158,6 +159,32 @@ def test_the_migration_rebuilds_a_first_shape_bindings_table_with_its_cascade(
     assert raw.one(index) == 1
     assert store.delete_session("s1")
     assert store.list_telegram_topic_bindings_for_chat(chat_id="c1") == []
+
+
+def test_the_rebuild_leaves_out_a_binding_whose_session_is_gone_as_the_upgrade_does(
+    db: SessionDB, raw: Any, backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A first-layout table may hold a binding to a deleted session (written with foreign
+    keys off). The cascading key cannot hold it, and it routes a topic to nothing: it is
+    left out with a warning, the other bindings kept, as revision 0019's rebuild does."""
+    raw.sqlite_only("the first-shape bindings table")
+    store = untouched_store(db, raw, backend)
+    store.apply_telegram_topic_migration()
+    store.create_session("s1", "telegram")
+    raw.execute("DROP TABLE telegram_dm_topic_bindings")
+    raw.execute(FIRST_SHAPE_BINDINGS)
+    raw.execute("PRAGMA foreign_keys=OFF")
+    raw.execute("INSERT INTO telegram_dm_topic_bindings VALUES ('c1', 't1', 'u', 'k', 's1', 'auto', 1, 2)")
+    raw.execute("INSERT INTO telegram_dm_topic_bindings VALUES ('c1', 't2', 'u', 'k2', 'gone', 'auto', 1, 2)")
+    raw.execute("UPDATE state_meta SET value = '1' WHERE key = 'telegram_dm_topic_schema_version'")
+    raw.conn.commit()
+    with caplog.at_level(logging.WARNING):
+        store.apply_telegram_topic_migration()
+    assert [b["thread_id"] for b in store.list_telegram_topic_bindings_for_chat(chat_id="c1")] == ["t1"]
+    keys = raw.rows("PRAGMA foreign_key_list('telegram_dm_topic_bindings')")
+    assert [row[6] for row in keys] == ["CASCADE"]
+    assert any("binding(s) whose session no longer exists" in r.getMessage() for r in caplog.records)
+    assert store.get_meta("telegram_dm_topic_schema_version") == "2"
 
 
 def test_enabling_creates_the_tables(db: SessionDB, raw: Any, backend: str) -> None:

@@ -54,6 +54,10 @@ class Backend(Protocol):
     def preview_starts_with_sentinel(self) -> tuple[str, dict[str, Any]]:
         """SQL testing whether ``m.content`` starts with the stored sentinel, and its params."""
 
+    def table_count_sql(self, name: str) -> str:
+        """A scalar subquery: 1 when the store's schema holds the table ``name`` (a plain
+        identifier), else 0. Never fails on a missing table."""
+
     def in_list(self, expression: str, param: str) -> str:
         """SQL testing ``expression`` against the list bound (by :meth:`list_value`) to
         ``:param``: one parameter whatever the list's length, so the statement stays the

@@ -2,13 +2,17 @@
 
 ``text`` cannot hold a NUL character, so message content's JSON sentinel
 ``"\\x00json:"`` is stored as ``"\\ue000json:"`` (a private-use character) and mapped
-back on read; numbers are stored as their text, as SQLite's TEXT affinity does; content
-PostgreSQL cannot hold at all (``bytes``, other NULs) is refused before anything is
-written.
+back on read. A plain string that itself starts with ``"\\ue000json:"`` is stored as
+encoded JSON behind the sentinel (as the codec stores a string starting with
+``"\\x00json:"``), so it reads back as that string, never as the value it looks like;
+rows earlier releases stored read as they did. Numbers are stored as their text, as
+SQLite's TEXT affinity does; content PostgreSQL cannot hold at all (``bytes``, other
+NULs) is refused before anything is written.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +22,8 @@ from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.types import TypeEngine
 
 from hermes_store.db.column_types import POSTGRES_CONTENT_SENTINEL, SQLITE_CONTENT_SENTINEL
+
+_UTF8_JSON = json.JSONEncoder(ensure_ascii=False)
 
 MIGRATION_LOCK_KEY = 8675309011
 """The advisory lock every migrator of a PostgreSQL database takes first."""
@@ -34,6 +40,9 @@ def content_to_storage(value: Any) -> Any:
     if isinstance(value, str):
         if value.startswith(SQLITE_CONTENT_SENTINEL):
             value = POSTGRES_CONTENT_SENTINEL + value[len(SQLITE_CONTENT_SENTINEL) :]
+        elif value.startswith(POSTGRES_CONTENT_SENTINEL):
+            # Stored as it is, this text would read back as the encoded JSON it looks like.
+            return POSTGRES_CONTENT_SENTINEL + _UTF8_JSON.encode(value)
         if "\x00" in value:
             raise ValueError("PostgreSQL text cannot contain NUL characters; remove them first")
     return value
@@ -76,6 +85,10 @@ class PostgreSQLBackend:
             "left(m.content, :sentinel_len) = :sentinel",
             {"sentinel": POSTGRES_CONTENT_SENTINEL, "sentinel_len": len(POSTGRES_CONTENT_SENTINEL)},
         )
+
+    def table_count_sql(self, name: str) -> str:
+        """``to_regclass`` on the search path, as unqualified names are found."""
+        return f"(SELECT count(*) FROM (SELECT to_regclass('{name}') AS found) AS t WHERE found IS NOT NULL)"
 
     def in_list(self, expression: str, param: str) -> str:
         """``= ANY(array)``: the driver binds a Python list as an array."""

@@ -60,6 +60,10 @@ class SQLiteBackend:
             {"sentinel": CONTENT_JSON_PREFIX, "sentinel_len": len(CONTENT_JSON_PREFIX.encode())},
         )
 
+    def table_count_sql(self, name: str) -> str:
+        """Looked up in ``sqlite_master``."""
+        return f"(SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '{name}')"
+
     def in_list(self, expression: str, param: str) -> str:
         """The list travels as one JSON array, unpacked by ``json_each``."""
         return f"{expression} IN (SELECT value FROM json_each(:{param}))"
