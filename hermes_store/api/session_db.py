@@ -1037,9 +1037,10 @@ class SessionDB(
         self._release_engine(owned=False)
         self._closed = True
 
+    @property
     def standby_reads_served(self) -> dict[str, int]:
         """How many reads each standby of ``read_urls`` and the primary served (``{}``
-        without standbys)."""
+        without standbys): a figure, not a call to the database."""
         return {} if self._standby_reads is None else self._standby_reads.served()
 
     def _release_engine(self, *, owned: bool) -> None:

@@ -52,7 +52,7 @@ def test_reads_after_writes_see_them_and_most_come_from_the_standby(pair: tuple[
             assert [m["content"] for m in db.get_messages(sid)] == [f"kangaroo number {n}"]
         for _ in range(30):
             assert len(db.search_messages("kangaroo", limit=100)) >= 30
-        served = db.standby_reads_served()
+        served = db.standby_reads_served
     finally:
         db.close()
     assert served["primary"] + sum(v for k, v in served.items() if k != "primary") == 30 * 2 + 30
@@ -66,9 +66,9 @@ def test_a_standby_that_has_not_replayed_the_write_gives_way_to_the_primary(pair
     try:
         sid = db.create_session("paused", "cli")
         db.append_message(sid, role="user", content="written while the standby is paused")
-        before = db.standby_reads_served()["primary"]
+        before = db.standby_reads_served["primary"]
         assert [m["content"] for m in db.get_messages(sid)] == ["written while the standby is paused"]
-        assert db.standby_reads_served()["primary"] == before + 1
+        assert db.standby_reads_served["primary"] == before + 1
     finally:
         _on(standby, "SELECT pg_wal_replay_resume()")
         db.close()
@@ -81,7 +81,7 @@ def test_a_standby_that_is_down_is_skipped(pair: tuple[Node, Node]) -> None:
         sid = db.create_session("nostandby", "cli")
         db.append_message(sid, role="user", content="hello")
         assert db.message_count(sid) == 1
-        assert db.standby_reads_served()["primary"] >= 1
+        assert db.standby_reads_served["primary"] >= 1
     finally:
         db.close()
 
@@ -102,10 +102,10 @@ def test_a_read_cancelled_by_recovery_runs_again_on_the_primary(pair: tuple[Node
                 locker.start()  # its lock reaches the standby while this read holds the table
             return int(connection.exec_driver_sql("SELECT pg_sleep(1.5), count(*) FROM messages").one()[1])
 
-        before = db.standby_reads_served()
+        before = db.standby_reads_served
         assert db._query(slow_read) >= 1
         locker.join()
-        after = db.standby_reads_served()
+        after = db.standby_reads_served
     finally:
         db.close()
     assert after["primary"] == before["primary"] + 1
