@@ -99,7 +99,7 @@ class UnitOfWork:
         self._write_connection: Connection | None = None
         self._write_connection_taken: Any = None  # the backend's take_write_connection()
         self._write_session = orm.Session()
-        self._lock = threading.Lock()
+        self._lock = self._new_writer_lock()
         # The thread inside write(), so that a nested write fails instead of deadlocking.
         self._writer: int | None = None
         # The group being led broke once: its members now run in savepoints (_run_joined).
@@ -600,6 +600,26 @@ class UnitOfWork:
         finally:
             connection.close()
 
+    def _new_writer_lock(self) -> threading.Lock:
+        """The lock the writers of this process queue on (a fresh one in a forked child)."""
+        return threading.Lock()
+
+    def _pause_for_fork(self) -> bool:
+        """Before a fork: take the writer lock, so that no write of this process is mid-way
+        (see fork_safety); ``True`` when taken, for :meth:`_resume_after_fork`. Not when
+        the forking thread is the writer (a fork from inside a write's own work), nor after
+        waiting :data:`FORK_PAUSE_S` in vain (logged)."""
+        if self._writer == self._caller():
+            return False
+        if self._lock.acquire(timeout=FORK_PAUSE_S):
+            return True
+        log.warning("forking while a write of this process is still running after %.0f s", FORK_PAUSE_S)
+        return False
+
+    def _resume_after_fork(self) -> None:
+        """In the parent, after a fork :meth:`_pause_for_fork` paused for."""
+        self._lock.release()
+
     def close(self) -> None:
         """Checkpoint (SQLite) and release the connections this unit of work holds.
 
@@ -670,19 +690,11 @@ FORK_PAUSE_S = 30.0
 
 
 def _pause_writes(uow: UnitOfWork) -> bool:
-    """Before a fork: take the writer lock, so that no write of this process is mid-way
-    (see fork_safety). Not when the forking thread is the writer (a fork from inside a
-    write's own work), nor after waiting :data:`FORK_PAUSE_S` in vain (logged)."""
-    if uow._writer == uow._caller():
-        return False
-    if uow._lock.acquire(timeout=FORK_PAUSE_S):
-        return True
-    log.warning("forking while a write of this process is still running after %.0f s", FORK_PAUSE_S)
-    return False
+    return uow._pause_for_fork()
 
 
 def _resume_writes(uow: UnitOfWork) -> None:
-    uow._lock.release()
+    uow._resume_after_fork()
 
 
 def _forget_connections(uow: UnitOfWork) -> list[object]:
@@ -702,7 +714,7 @@ def _forget_connections(uow: UnitOfWork) -> list[object]:
     # writer lock one of them held would never be released, a write one of them queued
     # would lead a group nobody runs, and its thread id would make the child's first write
     # look nested. The child starts with none of them.
-    uow._lock = threading.Lock()
+    uow._lock = uow._new_writer_lock()
     uow._queue = WriteQueue()
     uow._writer = None
     # A new, empty pool; the old one and its connections stay with the forgotten ones.
