@@ -48,7 +48,13 @@ from hermes_store.domain import codec
 from hermes_store.domain.progress import ProgressFn
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, sanitize_title
 from hermes_store.domain.transcripts import remove_transcripts
-from hermes_store.domain.validation import optional_int, optional_str, require_count, require_str
+from hermes_store.domain.validation import (
+    optional_int,
+    optional_str,
+    require_count,
+    require_finite,
+    require_str,
+)
 from hermes_store.errors import StoreError
 from hermes_store.repository import conversation, lineage, listing, maintenance, messages, meta, sessions
 from hermes_store.schema.migrate import ensure_schema
@@ -868,7 +874,7 @@ class SessionDB(
         running it again. ``progress`` (a :data:`~hermes_store.domain.progress.ProgressFn`)
         is told ``("pruning sessions", done, total)`` after each batch.
         """
-        cutoff = time.time() - older_than_days * 86400
+        cutoff = time.time() - require_finite("older_than_days", older_than_days, "days") * 86400
         report: Callable[[int], None] | None = None
         if progress is not None:
             total, _messages = self._query(lambda db: sessions.count_prunable(db, cutoff, source))
