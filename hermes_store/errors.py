@@ -12,6 +12,18 @@ class StoreError(Exception):
     """Base class of every error hermes_store raises deliberately."""
 
 
+class StoreClosed(RuntimeError):
+    """The store (or a unit of work kept from it) was used after ``close()``.
+
+    A ``RuntimeError``, as upstream Hermes raises for a closed store, and deliberately not
+    a ``StoreError``: the methods that answer a failed read with a default, as upstream's
+    do, must not answer for a store that is gone.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("this SessionDB is closed: open a new SessionDB to use the store again")
+
+
 class WriteConflict(StoreError):
     """A write could not get the database lock within the retry budget."""
 

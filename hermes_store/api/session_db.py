@@ -55,7 +55,7 @@ from hermes_store.domain.validation import (
     require_finite,
     require_str,
 )
-from hermes_store.errors import StoreError
+from hermes_store.errors import StoreClosed, StoreError
 from hermes_store.repository import conversation, lineage, listing, maintenance, messages, meta, sessions
 from hermes_store.schema.migrate import ensure_schema
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
@@ -304,7 +304,7 @@ class SessionDB(
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("this SessionDB is closed")
+            raise StoreClosed()
 
     def _step_aside(self, seconds: float) -> None:
         self._uow._pause(seconds)

@@ -40,7 +40,7 @@ from hermes_store.db.execution import driver_execute
 from hermes_store.db.execution_options import NO_BEGIN_OPTION
 from hermes_store.db.server_errors import is_server_unreachable
 from hermes_store.db.sqlite_errors import is_retryable_conflict, raise_translated, translate
-from hermes_store.errors import NestedWrite, ServerUnavailable, WriteConflict
+from hermes_store.errors import NestedWrite, ServerUnavailable, StoreClosed, WriteConflict
 from hermes_store.uow.fork_safety import forget_in_child, quiesce_for_fork
 from hermes_store.uow.group_commit import QueuedWrite, WriteQueue
 
@@ -349,6 +349,10 @@ class UnitOfWork:
         connection = self._write_connection
         if connection is None or connection.closed or connection.invalidated:
             self._write_connection = None
+            # Only here, where a write connection is opened: close() gave the last one
+            # back, so a write after it always gets this far, and appends pay nothing.
+            if self._closing:
+                raise StoreClosed()
             connection = connect_for_writes(self.engine)
             if self._driver_write_begin is not None:
                 # Its transactions are the driver's (_begin): SQLAlchemy's send no BEGIN.
@@ -507,6 +511,8 @@ class UnitOfWork:
         try:
             session = self._idle_readers.pop()
         except IndexError:
+            if self._closing:  # close() emptied the idle sessions: after it, reads get here
+                raise StoreClosed() from None
             session = self._reader()
         try:
             yield session
@@ -516,7 +522,7 @@ class UnitOfWork:
             # close() ends the transaction and returns the connection to the pool; the
             # emptied session object is kept for the next read (cheaper than a new one).
             session.close()
-            if len(self._idle_readers) < _IDLE_READERS_KEPT:
+            if len(self._idle_readers) < _IDLE_READERS_KEPT and not self._closing:
                 self._idle_readers.append(session)
 
     @contextmanager
@@ -533,6 +539,8 @@ class UnitOfWork:
         try:
             connection = self._idle_connections.pop()
         except IndexError:
+            if self._closing:  # as in read()
+                raise StoreClosed() from None
             connection = self._backend.prepare_read_connection(self.engine.connect())
         try:
             transaction = connection.begin()
@@ -628,6 +636,7 @@ class UnitOfWork:
         """
         with self._lock:
             self._closing = True
+            self._idle_readers.clear()  # their connections are back in the pool already
             while self._idle_connections:
                 self._idle_connections.pop().close()
             if self._write_connection is not None:
