@@ -483,15 +483,13 @@ class UnitOfWork:
         connection is discarded (closing it makes SQLite roll back and release the lock).
         """
         try:
-            # An invalidated connection has no driver connection left to ask (or to roll back).
-            if (
-                self._driver_write_begin is not None
-                and not connection.invalidated
-                and in_driver_transaction(connection)
-            ):
-                if _driver_reports_transaction(connection):
+            if self._driver_write_begin is not None and in_driver_transaction(connection):
+                # An invalidated connection has no driver connection left to ask (or to
+                # roll back), but its transaction is forgotten all the same: the record
+                # would otherwise keep the dead connection for the life of the process.
+                if not connection.invalidated and _driver_reports_transaction(connection):
                     end_driver_transaction(connection, commit=False)
-                else:  # never begun, or ended by the driver (a failed COMMIT can end it)
+                else:  # never begun, ended by the driver (a failed COMMIT can end it), or lost
                     abandon_driver_transaction(connection)
             # A transaction whose COMMIT failed is inactive but still open: end it too.
             leftover = connection.get_transaction()
