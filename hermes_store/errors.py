@@ -121,6 +121,12 @@ class AuthenticationFailed(StoreError):
     """The server refused the credentials (wrong password, unknown role)."""
 
 
+class InsufficientPrivilege(StoreError):
+    """The server refused a statement because the role lacks a privilege (SQLSTATE 42501):
+    creating the schema in an empty database without ``CREATE`` on its schema, or
+    reading or writing a table the role was not granted."""
+
+
 class StoreTimeout(StoreError):
     """A server-side timeout ended the statement; ``setting`` names which one.
 
