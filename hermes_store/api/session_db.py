@@ -32,6 +32,7 @@ from hermes_store.api.features.message_views import MessageViewMethods
 from hermes_store.api.features.rewind import RewindMethods
 from hermes_store.api.features.session_meta import SessionMetaMethods
 from hermes_store.api.features.session_search import SessionLookupMethods
+from hermes_store.api.features.sweeps import sweep_in_batches
 from hermes_store.api.features.telegram_topics import TelegramTopicMethods
 from hermes_store.api.features.workspace import WorkspaceMethods
 from hermes_store.db.engine import (
@@ -444,8 +445,8 @@ class SessionDB(
         Returns how many were deleted.
         """
         cutoff = time.time() - 86400
-        deleted = self._sweep_in_batches(
-            lambda db: sessions.delete_ghosts(db, cutoff), "pruning ghost sessions", sessions_dir
+        deleted = sweep_in_batches(
+            self, lambda db: sessions.delete_ghosts(db, cutoff), "pruning ghost sessions", sessions_dir
         )
         return len(deleted)
 
@@ -883,8 +884,12 @@ class SessionDB(
             def report(done: int) -> None:
                 progress("pruning sessions", done, max(done, total))
 
-        pruned = self._sweep_in_batches(
-            lambda db: sessions.prune_batch(db, cutoff, source), "pruning sessions", sessions_dir, report
+        pruned = sweep_in_batches(
+            self,
+            lambda db: sessions.prune_batch(db, cutoff, source),
+            "pruning sessions",
+            sessions_dir,
+            report,
         )
         return len(pruned)
 
