@@ -28,9 +28,16 @@ def _sqlstate(error: BaseException) -> str | None:
     return str(state) if state else None
 
 
+_SERVER_DRIVER_MODULES = {"psycopg", "psycopg2", "asyncpg"}
+_ADAPTED_DRIVER_MODULES = {"sqlalchemy.dialects.postgresql.asyncpg"}
+"""Where SQLAlchemy's asyncpg dialect defines the DBAPI errors it wraps asyncpg's in
+(they carry its ``sqlstate``): a server's errors on that driver too."""
+
+
 def _is_server_driver_error(error: BaseException) -> bool:
     original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
-    return type(original).__module__.split(".")[0] in {"psycopg", "psycopg2", "asyncpg"}
+    module = type(original).__module__
+    return module.split(".")[0] in _SERVER_DRIVER_MODULES or module in _ADAPTED_DRIVER_MODULES
 
 
 def is_server_unreachable(error: BaseException) -> bool:

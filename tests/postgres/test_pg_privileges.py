@@ -7,6 +7,8 @@ the database owner) must hear which privilege is missing and what to do about it
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import uuid
 from collections.abc import Iterator
 
@@ -14,8 +16,13 @@ import pytest
 import sqlalchemy as sa
 
 from hermes_store import InsufficientPrivilege, SessionDB, StoreError
+from hermes_store.aio import AsyncSessionDB
 
 pytestmark = pytest.mark.postgres
+
+needs_asyncpg = pytest.mark.skipif(
+    importlib.util.find_spec("asyncpg") is None, reason="asyncpg not installed"
+)
 
 
 @pytest.fixture
@@ -38,11 +45,34 @@ def role_without_create(pg_url: str) -> Iterator[str]:
         admin.dispose()
 
 
+def _open_async(url: str) -> None:
+    async def main() -> None:
+        db = AsyncSessionDB(url=url)
+        try:
+            await db.open()
+        finally:
+            await db.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    "driver",
+    [
+        "psycopg",
+        "psycopg_async",
+        pytest.param("asyncpg", marks=needs_asyncpg),
+    ],
+)
 def test_first_open_by_a_role_that_may_not_create_tables_says_so_in_one_line(
-    role_without_create: str,
+    role_without_create: str, driver: str
 ) -> None:
+    url = sa.make_url(role_without_create).set(drivername=f"postgresql+{driver}")
     with pytest.raises(InsufficientPrivilege) as raised:
-        SessionDB(url=role_without_create)
+        if driver == "psycopg":
+            SessionDB(url=url)
+        else:
+            _open_async(url.render_as_string(hide_password=False))
     message = str(raised.value)
     assert isinstance(raised.value, StoreError)
     assert "\n" not in message
