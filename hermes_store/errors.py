@@ -12,6 +12,18 @@ class StoreError(Exception):
     """Base class of every error hermes_store raises deliberately."""
 
 
+class StoreClosed(RuntimeError):
+    """The store (or a unit of work kept from it) was used after ``close()``.
+
+    A ``RuntimeError``, as upstream Hermes raises for a closed store, and deliberately not
+    a ``StoreError``: the methods that answer a failed read with a default, as upstream's
+    do, must not answer for a store that is gone.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("this SessionDB is closed: open a new SessionDB to use the store again")
+
+
 class WriteConflict(StoreError):
     """A write could not get the database lock within the retry budget."""
 
@@ -107,6 +119,12 @@ class ServerUnavailable(StoreError):
 
 class AuthenticationFailed(StoreError):
     """The server refused the credentials (wrong password, unknown role)."""
+
+
+class InsufficientPrivilege(StoreError):
+    """The server refused a statement because the role lacks a privilege (SQLSTATE 42501):
+    creating the schema in an empty database without ``CREATE`` on its schema, or
+    reading or writing a table the role was not granted."""
 
 
 class StoreTimeout(StoreError):

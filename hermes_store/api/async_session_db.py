@@ -30,6 +30,7 @@ from hermes_store.db.async_engine import create_async_engine
 from hermes_store.db.engine import adopt_engine, parse_url, sqlite_path
 from hermes_store.db.memory import names_memory
 from hermes_store.domain.progress import ProgressFn
+from hermes_store.errors import StoreClosed
 from hermes_store.repository import lineage
 from hermes_store.uow.async_bridge import run_in_greenlet
 from hermes_store.uow.async_unit_of_work import AsyncUnitOfWork
@@ -93,7 +94,7 @@ class AsyncSessionDB:
 
     async def _facade(self) -> SessionDB:
         if self._closed:
-            raise RuntimeError("this SessionDB is closed")
+            raise StoreClosed()
         if self._store is None:
             async with self._opening:
                 if self._store is None:

@@ -32,6 +32,7 @@ from hermes_store.api.features.message_views import MessageViewMethods
 from hermes_store.api.features.rewind import RewindMethods
 from hermes_store.api.features.session_meta import SessionMetaMethods
 from hermes_store.api.features.session_search import SessionLookupMethods
+from hermes_store.api.features.sweeps import sweep_in_batches
 from hermes_store.api.features.telegram_topics import TelegramTopicMethods
 from hermes_store.api.features.workspace import WorkspaceMethods
 from hermes_store.db.engine import (
@@ -49,8 +50,14 @@ from hermes_store.domain import codec
 from hermes_store.domain.progress import ProgressFn
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, sanitize_title
 from hermes_store.domain.transcripts import remove_transcripts
-from hermes_store.domain.validation import optional_int, optional_str, require_count, require_str
-from hermes_store.errors import StoreError
+from hermes_store.domain.validation import (
+    optional_int,
+    optional_str,
+    require_count,
+    require_finite,
+    require_str,
+)
+from hermes_store.errors import StoreClosed, StoreError
 from hermes_store.repository import (
     conversation,
     fts_maintenance,
@@ -371,7 +378,7 @@ class SessionDB(
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("this SessionDB is closed")
+            raise StoreClosed()
 
     def _step_aside(self, seconds: float) -> None:
         self._uow._pause(seconds)
@@ -512,8 +519,8 @@ class SessionDB(
         Returns how many were deleted.
         """
         cutoff = time.time() - 86400
-        deleted = self._sweep_in_batches(
-            lambda db: sessions.delete_ghosts(db, cutoff), "pruning ghost sessions", sessions_dir
+        deleted = sweep_in_batches(
+            self, lambda db: sessions.delete_ghosts(db, cutoff), "pruning ghost sessions", sessions_dir
         )
         return len(deleted)
 
@@ -943,7 +950,7 @@ class SessionDB(
         running it again. ``progress`` (a :data:`~hermes_store.domain.progress.ProgressFn`)
         is told ``("pruning sessions", done, total)`` after each batch.
         """
-        cutoff = time.time() - older_than_days * 86400
+        cutoff = time.time() - require_finite("older_than_days", older_than_days, "days") * 86400
         report: Callable[[int], None] | None = None
         if progress is not None:
             total, _messages = self._query(lambda db: sessions.count_prunable(db, cutoff, source))
@@ -952,8 +959,12 @@ class SessionDB(
             def report(done: int) -> None:
                 progress("pruning sessions", done, max(done, total))
 
-        pruned = self._sweep_in_batches(
-            lambda db: sessions.prune_batch(db, cutoff, source), "pruning sessions", sessions_dir, report
+        pruned = sweep_in_batches(
+            self,
+            lambda db: sessions.prune_batch(db, cutoff, source),
+            "pruning sessions",
+            sessions_dir,
+            report,
         )
         return len(pruned)
 

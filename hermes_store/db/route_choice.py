@@ -3,6 +3,8 @@ chosen once as the transaction begins from who watches then."""
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy.engine import Connection
 
 from hermes_store.db import sqlalchemy_private
@@ -25,6 +27,8 @@ def decide_route(connection: Connection) -> Route:
     return route
 
 
+_INFO = logging.INFO
+
 FULL_CHECK_EVERY = 256
 """Transactions a :class:`RouteMemo` serves before deciding afresh anyway."""
 
@@ -40,23 +44,30 @@ class RouteMemo:
     only: between two transactions, the most recently added listener is removed and added
     again after other listeners were removed and as many others added. So the memo is
     also decided afresh every :data:`FULL_CHECK_EVERY` transactions, which bounds how long
-    such a change could go unseen.
+    such a change could go unseen. Echo and logging levels are no listeners: whether the
+    engine logs statements is asked for every transaction, and a change is decided
+    afresh (which sets the connection's echo flag, :func:`sqlalchemy_private.follow_echo`).
     """
 
-    __slots__ = ("_connection", "_fingerprint", "_route", "_uses")
+    __slots__ = ("_connection", "_echo", "_fingerprint", "_route", "_uses")
 
     def __init__(self) -> None:
         self._connection: Connection | None = None
         self._fingerprint: object = None
+        self._echo: bool | None = None
         self._route = Route.CORE
         self._uses = 0
 
     def route_for(self, connection: Connection) -> Route:
         """The way the statements of a transaction beginning on ``connection`` go."""
         fingerprint = sqlalchemy_private.listeners_fingerprint()
+        # What follow_echo() would set, asked here without its call (this runs for every
+        # write): when it changed, deciding afresh sets the connection's flag.
+        echo = connection.engine.logger.isEnabledFor(_INFO)
         if (
             connection is self._connection
             and fingerprint == self._fingerprint
+            and echo is self._echo
             and fingerprint is not None
             and self._uses < FULL_CHECK_EVERY
         ):
@@ -65,6 +76,7 @@ class RouteMemo:
         self._route = decide_route(connection)
         self._connection = connection
         self._fingerprint = fingerprint
+        self._echo = echo
         self._uses = 1
         return self._route
 

@@ -7,6 +7,7 @@ Three families matter to a store on a server:
   SQLSTATE that SQLAlchemy recognised as a disconnect or raised while connecting;
 * ``lock_timeout`` (``55P03``) and ``statement_timeout`` (``57014``): typed, naming the
   setting;
+* a privilege the role lacks (``42501``): typed, with the server's one-line reason;
 * everything else: left to :mod:`hermes_store.db.sqlite_errors`.
 """
 
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 from sqlalchemy import exc as sa_exc
 
-from hermes_store.errors import ServerUnavailable, StoreTimeout
+from hermes_store.errors import InsufficientPrivilege, ServerUnavailable, StoreTimeout
 
 _UNREACHABLE_SQLSTATES = {"57P01", "57P02", "57P03"}  # admin/crash shutdown, cannot connect now
 _TIMEOUTS = {"55P03": "lock_timeout", "57014": "statement_timeout"}
+_INSUFFICIENT_PRIVILEGE = "42501"
 
 
 def _sqlstate(error: BaseException) -> str | None:
@@ -26,9 +28,16 @@ def _sqlstate(error: BaseException) -> str | None:
     return str(state) if state else None
 
 
+_SERVER_DRIVER_MODULES = {"psycopg", "psycopg2", "asyncpg"}
+_ADAPTED_DRIVER_MODULES = {"sqlalchemy.dialects.postgresql.asyncpg"}
+"""Where SQLAlchemy's asyncpg dialect defines the DBAPI errors it wraps asyncpg's in
+(they carry its ``sqlstate``): a server's errors on that driver too."""
+
+
 def _is_server_driver_error(error: BaseException) -> bool:
     original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
-    return type(original).__module__.split(".")[0] in {"psycopg", "psycopg2", "asyncpg"}
+    module = type(original).__module__
+    return module.split(".")[0] in _SERVER_DRIVER_MODULES or module in _ADAPTED_DRIVER_MODULES
 
 
 def is_server_unreachable(error: BaseException) -> bool:
@@ -69,6 +78,12 @@ def translate_server_error(error: BaseException, operation: str) -> BaseExceptio
         original = error.orig if isinstance(error, sa_exc.DBAPIError) else error
         detail = str(original).strip().splitlines()[0] if str(original).strip() else setting
         return StoreTimeout(setting, operation, detail)
+    if _sqlstate(error) == _INSUFFICIENT_PRIVILEGE:
+        return InsufficientPrivilege(
+            f"the database role lacks a privilege while {operation} ({first_line(error)}); "
+            "have the database owner grant it (an empty database needs CREATE on its schema "
+            "for the first open), or connect as a role that has it"
+        )
     if is_server_unreachable(error):
         return ServerUnavailable(
             f"the database server is unreachable or dropped the connection while {operation}; "

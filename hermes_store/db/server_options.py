@@ -5,6 +5,10 @@ A service sets them in the URL's query or as keyword arguments, which win::
     postgresql+psycopg://app@db/hermes?pool_size=20&statement_timeout=30s
     SessionDB(url="postgresql+psycopg://app@db/hermes", pool_size=20, lock_timeout="2s")
 
+A timeout the caller sets in its own server options
+(``connect_args={"options": "-c statement_timeout=5s"}``) counts as set by the caller too:
+it wins over the URL's query and the defaults, and a keyword wins over it.
+
 The pool settings go to SQLAlchemy's ``QueuePool``; the two timeouts are sent to the
 server as connection options (``-c statement_timeout=…``), so every connection of the
 pool has them from its first statement without an extra round trip. A timeout is a
@@ -55,6 +59,8 @@ error), connections renewed every 30 minutes (before typical firewall idle cuts)
 statement running longer than a minute and no lock waited on for more than 10 s."""
 
 _TIMEOUTS = ("statement_timeout", "lock_timeout")
+_TIMEOUT_IN_OPTIONS = re.compile(r"(?:-c\s*|--)(statement_timeout|lock_timeout)=(\S+)")
+"""A timeout in a libpq ``options`` string: ``-c name=value``, ``-cname=value`` or ``--name=value``."""
 JIT_DEFAULT = "-c jit=off"
 """PostgreSQL's JIT compiler, off: it pays only for long analytical queries."""
 _DURATION = re.compile(r"\d+(\.\d+)?\s*(us|ms|s|min|h|d)?")
@@ -66,7 +72,8 @@ def split_options(url: URL, overrides: dict[str, Any]) -> tuple[URL, dict[str, A
     """The URL without our query options, and SQLAlchemy ``create_engine`` arguments.
 
     ``overrides`` (keyword arguments) win over the URL's query, which wins over
-    :data:`DEFAULTS` and, for libpq drivers, :data:`NETWORK_DEFAULTS`. Other keyword
+    :data:`DEFAULTS` and, for libpq drivers, :data:`NETWORK_DEFAULTS`; a timeout in the
+    caller's ``connect_args`` options wins over the query, a keyword over it. Other keyword
     arguments pass through unchanged. A malformed value raises ``ValueError`` naming the
     option.
     """
@@ -83,7 +90,8 @@ def split_options(url: URL, overrides: dict[str, Any]) -> tuple[URL, dict[str, A
     existing = connect_args.get("options")
     # JIT off unless the caller's options say otherwise (theirs come after, so they win):
     # the store's statements are short, and compiling a listing's plan took 1-2.5 s of a
-    # 0.3 s query at 20,000 sessions.
+    # 0.3 s query at 20,000 sessions. The timeouts come last, so the server applies the
+    # values resolved here, a timeout in the caller's options included (_resolve).
     before = f"{JIT_DEFAULT} {existing}" if existing else JIT_DEFAULT
     connect_args["options"] = f"{before} {server_settings}"
     return clean_url, {**settings, **passthrough, "connect_args": connect_args}
@@ -96,8 +104,9 @@ def statement_timeout_s(url: URL, overrides: dict[str, Any]) -> float:
 
 
 def _resolve(url: URL, overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """The URL's query left over, our settings (defaults < query < keywords) and the
-    keyword arguments that are not ours."""
+    """The URL's query left over, our settings (defaults < query < a timeout in the
+    caller's ``connect_args`` options < keywords) and the keyword arguments that are not
+    ours."""
     query = dict(url.query)
     settings: dict[str, Any] = dict(DEFAULTS)
     names: tuple[str, ...] = (*DEFAULTS, "pool_timeout")
@@ -107,6 +116,10 @@ def _resolve(url: URL, overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[
     for name in names:
         if name in query:
             settings[name] = _parse(name, query.pop(name))
+    # PostgreSQL applies the last of a setting's -c: so does this.
+    options = (overrides.get("connect_args") or {}).get("options")
+    for name, value in _TIMEOUT_IN_OPTIONS.findall(str(options or "")):
+        settings[name] = _parse(name, value)
     passthrough = dict(overrides)
     for name in names:
         if name in passthrough:

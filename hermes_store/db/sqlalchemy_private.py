@@ -27,6 +27,13 @@ Two things SQLAlchemy does not offer publicly make that safe:
   raised before one exists; no ``handle_error`` listener can be set on this path (see
   above), so nothing sees the missing context.
 
+* **Following echo and logging on a kept connection** (:func:`follow_echo`): a
+  ``Connection`` reads ``Engine._should_log_info()`` once, when it is made, into
+  ``Connection._echo``, which SQLAlchemy's own execution consults to log. The store keeps
+  its write connection (and SQLite's idle read connections) for its whole life, so echo
+  or the ``sqlalchemy.engine`` logger switched on after it opened would never show their
+  statements; the seam sets the flag afresh as each transaction begins.
+
 * **Showing a COPY** (:func:`announce_copy`): psycopg's ``COPY … FROM STDIN`` cannot run
   through SQLAlchemy, so the statement is handed to the cursor listeners and to echo
   (``Connection._log_info``) by hand, once per batch.
@@ -40,12 +47,15 @@ statement takes the public path: slower, never wrong.
 from __future__ import annotations
 
 import enum
+import logging
 from typing import Any, NoReturn
 
 import sqlalchemy
 from sqlalchemy.engine import Connection
 from sqlalchemy.engine.events import ConnectionEvents, DialectEvents
 from sqlalchemy.event import registry as event_registry
+
+_INFO = logging.INFO
 
 CHECKED_RANGE = ((2, 0), (2, 1))
 """The SQLAlchemy releases (major, minor) whose internals this module was checked against."""
@@ -99,12 +109,28 @@ class Route(enum.Enum):
     which fires every event."""
 
 
+def follow_echo(connection: Connection) -> bool:
+    """Set ``connection``'s echo flag to what its engine's ``echo`` and the
+    ``sqlalchemy.engine`` logger ask for now, as SQLAlchemy does for a new connection;
+    whether that changed it. A few hundred CPU instructions: a logger's answer is cached
+    by :mod:`logging` until a level changes."""
+    # Engine._should_log_info(), inline (one call fewer): this runs for every transaction.
+    echo = connection.engine.logger.isEnabledFor(_INFO)
+    # Both are bools. getattr: a SQLAlchemy without the member is not followed, never broken.
+    if echo is getattr(connection, "_echo", echo):
+        return False
+    connection._echo = echo
+    return True
+
+
 def route(connection: Connection) -> Route:
     """Which way statements on ``connection`` go, given who watches now (about 3 µs; the
     seam decides it once per transaction where the ``begin`` hook runs, see
-    :func:`hermes_store.db.route_choice.decide_route`)."""
+    :func:`hermes_store.db.route_choice.decide_route`). The connection's echo flag is
+    brought up to date on the way (:func:`follow_echo`)."""
     if not AVAILABLE:
         return Route.CORE
+    follow_echo(connection)
     # The joined dispatcher's own truth test: a listener set on one connection upgrades
     # the collection that test holds, not the one the dispatcher's ``local`` names.
     dispatch: Any = connection.dispatch

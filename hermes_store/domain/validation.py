@@ -8,6 +8,7 @@ and raises ``TypeError`` naming the argument.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -46,3 +47,21 @@ def require_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     return value
+
+
+def require_finite(name: str, value: Any, unit: str) -> float:
+    """``value`` as a float if it is a finite ``int`` or ``float`` (not a bool) counting
+    ``unit``; otherwise ``TypeError``, or ``ValueError`` for NaN and the infinities (each
+    backend would store and compare them differently, and none as a time)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of {unit}, not {type(value).__name__}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number of {unit}, not {number!r}")
+    return number
+
+
+def require_seconds(name: str, value: Any) -> float:
+    """A finite number of seconds as a float (:func:`require_finite`): a lease's length,
+    an epoch time."""
+    return require_finite(name, value, "seconds")

@@ -22,7 +22,9 @@ from hermes_store.schema.file_layout import layout_of
 from hermes_store.schema.models import Session
 
 _SESSION_COLUMN_NAMES = tuple(column.name for column in Session.__table__.columns)
-_S_COLUMNS = ", ".join(f"s.{name}" for name in _SESSION_COLUMN_NAMES)
+SESSION_COLUMNS_SQL = ", ".join(f"s.{name}" for name in _SESSION_COLUMN_NAMES)
+"""Every column of ``sessions s``, for a listing's select list (shared with the Telegram
+topics' listing of unlinked sessions)."""
 
 # The first user message's text, newlines flattened, first 63 characters. Content
 # stored behind the JSON sentinel (multimodal) is returned whole so that Python can
@@ -37,12 +39,15 @@ _PREVIEW = """(
     ORDER BY m.timestamp, m.id
     LIMIT 1
 )"""
-_LAST_ACTIVE = (
+LAST_ACTIVE_SQL = (
     "COALESCE((SELECT MAX(m2.timestamp) FROM messages m2 WHERE m2.session_id = s.id), s.started_at)"
 )
+"""A listing's ``last_active`` of session ``s``: its newest message's time, else its start."""
 
 
-def _preview_sql(db: Bind) -> tuple[str, dict[str, Any]]:
+def preview_sql(db: Bind) -> tuple[str, dict[str, Any]]:
+    """The SQL of session ``s``'s preview on ``db``'s backend, and its parameters; the
+    value it selects is made a preview by :func:`finish_preview`."""
     starts_with_sentinel, params = backend_for(db).preview_starts_with_sentinel()
     return _PREVIEW.format(starts_with_sentinel=starts_with_sentinel), {**params, "lf": "\n", "cr": "\r"}
 
@@ -119,19 +124,19 @@ def rich_rows(db: Bind, listing: ListingFilter, limit: int, offset: int) -> list
     """Sessions with ``preview`` (raw, see :func:`finish_preview`) and ``last_active``,
     newest first."""
     condition, params = listing.where(db)
-    preview, preview_params = _preview_sql(db)
+    preview, preview_params = preview_sql(db)
     if offset:
         # The page's sessions first, from the started_at index; the preview and
         # last-activity subqueries then run for the page only, not for the skipped rows.
         sql = (
-            f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active FROM ("
-            f"SELECT {_S_COLUMNS} FROM sessions s WHERE {condition} "
+            f"SELECT {SESSION_COLUMNS_SQL}, {preview} AS preview, {LAST_ACTIVE_SQL} AS last_active FROM ("
+            f"SELECT {SESSION_COLUMNS_SQL} FROM sessions s WHERE {condition} "
             "ORDER BY s.started_at DESC LIMIT :limit OFFSET :offset"
             ") s ORDER BY s.started_at DESC"
         )
     else:
         sql = (
-            f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active "
+            f"SELECT {SESSION_COLUMNS_SQL}, {preview} AS preview, {LAST_ACTIVE_SQL} AS last_active "
             f"FROM sessions s WHERE {condition} "
             "ORDER BY s.started_at DESC LIMIT :limit OFFSET :offset"
         )
@@ -208,7 +213,7 @@ def rich_rows_by_last_active(
     """
     condition, params = listing.where(db)
     matching, match_params = (match or ChainMatch()).where()
-    preview, preview_params = _preview_sql(db)
+    preview, preview_params = preview_sql(db)
     sql = f"""
     WITH RECURSIVE chain(root_id, id, depth) AS (
         SELECT s.id, s.id, 0 FROM sessions s WHERE {condition} AND s.end_reason = 'compression'
@@ -228,13 +233,13 @@ def rich_rows_by_last_active(
         FROM chain GROUP BY chain.root_id
     ),
     page AS (
-        SELECT {_S_COLUMNS}, COALESCE(ca.active_at, {_LAST_ACTIVE}) AS active_at
+        SELECT {SESSION_COLUMNS_SQL}, COALESCE(ca.active_at, {LAST_ACTIVE_SQL}) AS active_at
         FROM sessions s LEFT JOIN chain_active ca ON ca.root_id = s.id
         WHERE {condition} AND {matching}
         ORDER BY active_at DESC, s.started_at DESC, s.id DESC
         LIMIT :limit OFFSET :offset
     )
-    SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active
+    SELECT {SESSION_COLUMNS_SQL}, {preview} AS preview, {LAST_ACTIVE_SQL} AS last_active
     FROM page s
     ORDER BY s.active_at DESC, s.started_at DESC, s.id DESC
     """
@@ -261,10 +266,10 @@ def cron_runs(db: Bind, job_id: str, limit: int, offset: int) -> list[dict[str, 
     """
     prefix = f"cron_{job_id}_"
     upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-    preview, preview_params = _preview_sql(db)
+    preview, preview_params = preview_sql(db)
     sql = (
-        f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active FROM ("
-        f"SELECT {_S_COLUMNS} FROM sessions s WHERE s.source = 'cron' "
+        f"SELECT {SESSION_COLUMNS_SQL}, {preview} AS preview, {LAST_ACTIVE_SQL} AS last_active FROM ("
+        f"SELECT {SESSION_COLUMNS_SQL} FROM sessions s WHERE s.source = 'cron' "
         "AND s.id >= :prefix AND s.id < :upper AND substr(s.id, 1, :prefix_len) = :prefix "
         "ORDER BY s.started_at DESC, s.id DESC LIMIT :limit OFFSET :offset"
         ") s ORDER BY s.started_at DESC, s.id DESC"
@@ -285,9 +290,9 @@ def cron_runs(db: Bind, job_id: str, limit: int, offset: int) -> list[dict[str, 
 
 def rich_rows_for(db: Bind, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Sessions ``session_ids`` with their raw preview and last_active, by id."""
-    preview, preview_params = _preview_sql(db)
+    preview, preview_params = preview_sql(db)
     sql = (
-        f"SELECT {_S_COLUMNS}, {preview} AS preview, {_LAST_ACTIVE} AS last_active "
+        f"SELECT {SESSION_COLUMNS_SQL}, {preview} AS preview, {LAST_ACTIVE_SQL} AS last_active "
         f"FROM sessions s WHERE {backend_for(db).in_list('s.id', 'session_ids')}"
     )
     rows = fetch_dicts(
@@ -303,7 +308,7 @@ def by_last_active(db: Bind, source: str | None, limit: int, offset: int) -> lis
     """Every session column plus ``last_active``, most recently active first."""
     where = "WHERE s.source = :source" if source else ""
     sql = (
-        f"SELECT {_S_COLUMNS}, {_LAST_ACTIVE} AS last_active FROM sessions s {where} "
+        f"SELECT {SESSION_COLUMNS_SQL}, {LAST_ACTIVE_SQL} AS last_active FROM sessions s {where} "
         "ORDER BY last_active DESC, s.started_at DESC, s.id DESC LIMIT :limit OFFSET :offset"
     )
     params: dict[str, Any] = {"limit": limit, "offset": offset}

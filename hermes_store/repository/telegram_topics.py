@@ -23,7 +23,7 @@ from hermes_store.db.backends import backend_for
 from hermes_store.db.execution import Bind, fetch_dicts, run
 from hermes_store.db.server_errors import violated_unique_index
 from hermes_store.repository import meta
-from hermes_store.repository.listing import _LAST_ACTIVE, _S_COLUMNS, _preview_sql, finish_preview
+from hermes_store.repository.listing import LAST_ACTIVE_SQL, SESSION_COLUMNS_SQL, finish_preview, preview_sql
 from hermes_store.schema.models import TelegramTopicBinding, TelegramTopicMode
 from hermes_store.schema.telegram_topic_ddl import (
     BINDINGS_WITHOUT_SESSION,
@@ -252,14 +252,14 @@ def unlinked_sessions(db: Bind, user_id: str, limit: int) -> list[dict[str, Any]
     """The user's Telegram sessions bound to no topic, most recently active first, each
     with ``last_active`` and ``preview`` computed as the session listing does. Without
     a bindings table no session is bound, so every one of the user's qualifies."""
-    preview, preview_params = _preview_sql(db)
+    preview, preview_params = preview_sql(db)
     unbound = (
         "AND NOT EXISTS (SELECT 1 FROM telegram_dm_topic_bindings b WHERE b.session_id = s.id)"
         if _has_bindings(db)
         else ""
     )
     sql = f"""
-    SELECT {_S_COLUMNS}, {_LAST_ACTIVE} AS last_active, {preview} AS preview
+    SELECT {SESSION_COLUMNS_SQL}, {LAST_ACTIVE_SQL} AS last_active, {preview} AS preview
     FROM sessions s
     WHERE s.source = 'telegram'
       AND s.user_id = :user_id

@@ -42,12 +42,12 @@ from hermes_store.domain.progress import ProgressFn
 from hermes_store.errors import CopyUnfinished, SchemaBehind, SchemaError
 from hermes_store.schema.legacy import NewerSchemaWarning
 from hermes_store.schema.revisions import OLDEST_RUNNABLE_REVISION, History, history
+from hermes_store.schema.revisions import alembic_config as alembic_config
 from hermes_store.schema.revisions import migrations_path as migrations_path
 from hermes_store.schema.sqlite_head import create_if_empty
 
 if TYPE_CHECKING:
     from alembic.config import Config
-    from sqlalchemy.engine import URL
 
 
 log = logging.getLogger(__name__)
@@ -378,26 +378,6 @@ def _warn_newer(state: SchemaState) -> None:
         NewerSchemaWarning,
         stacklevel=3,
     )
-
-
-def alembic_config(
-    url: URL | str | None = None, *, script_location: str | None = None, **attributes: Any
-) -> Config:
-    """An Alembic ``Config`` built in code (no ini file) for the shipped migrations.
-
-    ``script_location`` points it at another copy of the scripts (tests, forks).
-    """
-    from alembic.config import Config
-
-    config = Config()
-    config.set_main_option("script_location", script_location or migrations_path())
-    if url is not None:
-        rendered = url if isinstance(url, str) else url.render_as_string(hide_password=False)
-        config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
-        config.cmd_opts = None
-    config.attributes["configure_logger"] = False
-    config.attributes.update(attributes)
-    return config
 
 
 def _as_engine(target: Engine | str | os.PathLike[str] | None, prepare: bool = True) -> tuple[Engine, bool]:

@@ -12,6 +12,10 @@ versions 1–11 (frozen history, :data:`hermes_store.schema.legacy.LEGACY_REVISI
 revision keeps the version of the one before it — our own additions (indexes,
 PostgreSQL-only objects) do not change what upstream sees — unless its script declares a
 module-level ``schema_version = N`` (0019 declares 17, upstream's current schema).
+
+The Alembic configuration of those scripts (:func:`alembic_config`) is built here too, for
+every module that runs them (migrations, the head snapshot's retake), importing Alembic
+only when called.
 """
 
 from __future__ import annotations
@@ -21,9 +25,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hermes_store.errors import SchemaError
 from hermes_store.schema.legacy import version_of_legacy_revision
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from sqlalchemy.engine import URL
 
 OLDEST_RUNNABLE_REVISION = "0019"
 """The oldest revision this release runs on as it is, without migrating (database servers).
@@ -197,3 +206,23 @@ def _read_scripts(versions: Path) -> dict[str, _Script]:
             revision.group(1), down.group(1), int(declared.group(1)) if declared else None
         )
     return scripts
+
+
+def alembic_config(
+    url: URL | str | None = None, *, script_location: str | None = None, **attributes: Any
+) -> Config:
+    """An Alembic ``Config`` built in code (no ini file) for the shipped migrations.
+
+    ``script_location`` points it at another copy of the scripts (tests, forks).
+    """
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", script_location or migrations_path())
+    if url is not None:
+        rendered = url if isinstance(url, str) else url.render_as_string(hide_password=False)
+        config.set_main_option("sqlalchemy.url", rendered.replace("%", "%%"))
+        config.cmd_opts = None
+    config.attributes["configure_logger"] = False
+    config.attributes.update(attributes)
+    return config

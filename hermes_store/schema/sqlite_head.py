@@ -136,8 +136,7 @@ def snapshot_of_history() -> HeadSnapshot:
     from alembic import command
 
     from hermes_store.db.engine import create_engine
-    from hermes_store.schema.migrate import alembic_config
-    from hermes_store.schema.revisions import history
+    from hermes_store.schema.revisions import alembic_config, history
 
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "head.db"

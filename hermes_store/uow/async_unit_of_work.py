@@ -24,6 +24,7 @@ Every call runs to completion even if the awaiting task is cancelled (see
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -80,11 +81,20 @@ class LoopUnitOfWork(UnitOfWork):
 
     def __init__(self, engine: AsyncEngine, **policy: Any) -> None:
         super().__init__(engine.sync_engine, **policy)
-        # Same critical sections as the sync store, but waiting on the loop, not a thread.
-        self._lock = GreenletLock()  # type: ignore[assignment]
         # Followers of a group commit sleep on a thread condition, which would stop the
         # loop; a database server commits connections in parallel anyway.
         self.groups_commits = False
+
+    def _new_writer_lock(self) -> threading.Lock:
+        # Same critical sections as the sync store, but waiting on the loop, not a thread.
+        return GreenletLock()  # type: ignore[return-value]
+
+    def _pause_for_fork(self) -> bool:
+        # Nothing to wait for, and no way to: a database server keeps each transaction's
+        # state on the server (the child forgets the parent's connections, see
+        # fork_safety), and these writers only move on while the loop runs, which a fork
+        # called from the loop's own thread stops.
+        return False
 
     def _pause(self, seconds: float) -> None:
         pause(seconds)

@@ -16,17 +16,21 @@ memory but not the file locks themselves: forked while a parent thread held the 
 lock, the child's own connections would find it "held by another connection of this
 process" and wait for it forever. So before a fork every registered holder may *quiesce*
 (the unit of work takes its writer lock, waiting for the write in progress to commit),
-and lets go again in the parent afterwards.
+and lets go again in the parent afterwards. A holder whose pause fails is logged and
+skipped; the others still pause.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 H = TypeVar("H")
+
+log = logging.getLogger(__name__)
 
 _HOLDERS: weakref.WeakKeyDictionary[Any, Callable[[Any], Iterable[object]]] = weakref.WeakKeyDictionary()
 _INHERITED: list[object] = []
@@ -55,15 +59,25 @@ def quiesce_for_fork(holder: H, pause: Callable[[H], bool], resume: Callable[[H]
 
 
 def _quiesce_all() -> None:
+    # One holder that cannot pause must not leave the others unpaused: an error raised
+    # here would end the loop, and Python only prints it ("Exception ignored") and forks.
     for holder, (pause, resume) in list(_QUIESCERS.items()):
-        if pause(holder):
+        try:
+            paused = pause(holder)
+        except Exception:
+            log.warning("forking without pausing %r", holder, exc_info=True)
+            continue
+        if paused:
             _QUIESCED.append((holder, resume))
 
 
 def _resume_all() -> None:
     while _QUIESCED:
         holder, resume = _QUIESCED.pop()
-        resume(holder)
+        try:
+            resume(holder)
+        except Exception:  # as in _quiesce_all: the other holders still resume
+            log.warning("could not resume %r after a fork", holder, exc_info=True)
 
 
 def _forget_all() -> None:

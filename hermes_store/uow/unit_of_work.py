@@ -40,7 +40,7 @@ from hermes_store.db.execution import driver_execute
 from hermes_store.db.execution_options import NO_BEGIN_OPTION
 from hermes_store.db.server_errors import is_server_unreachable
 from hermes_store.db.sqlite_errors import is_retryable_conflict, raise_translated, translate
-from hermes_store.errors import NestedWrite, ServerUnavailable, WriteConflict
+from hermes_store.errors import NestedWrite, ServerUnavailable, StoreClosed, WriteConflict
 from hermes_store.uow.fork_safety import forget_in_child, quiesce_for_fork
 from hermes_store.uow.group_commit import QueuedWrite, WriteQueue
 
@@ -99,7 +99,7 @@ class UnitOfWork:
         self._write_connection: Connection | None = None
         self._write_connection_taken: Any = None  # the backend's take_write_connection()
         self._write_session = orm.Session()
-        self._lock = threading.Lock()
+        self._lock = self._new_writer_lock()
         # The thread inside write(), so that a nested write fails instead of deadlocking.
         self._writer: int | None = None
         # The group being led broke once: its members now run in savepoints (_run_joined).
@@ -349,6 +349,10 @@ class UnitOfWork:
         connection = self._write_connection
         if connection is None or connection.closed or connection.invalidated:
             self._write_connection = None
+            # Only here, where a write connection is opened: close() gave the last one
+            # back, so a write after it always gets this far, and appends pay nothing.
+            if self._closing:
+                raise StoreClosed()
             connection = connect_for_writes(self.engine)
             if self._driver_write_begin is not None:
                 # Its transactions are the driver's (_begin): SQLAlchemy's send no BEGIN.
@@ -479,15 +483,13 @@ class UnitOfWork:
         connection is discarded (closing it makes SQLite roll back and release the lock).
         """
         try:
-            # An invalidated connection has no driver connection left to ask (or to roll back).
-            if (
-                self._driver_write_begin is not None
-                and not connection.invalidated
-                and in_driver_transaction(connection)
-            ):
-                if _driver_reports_transaction(connection):
+            if self._driver_write_begin is not None and in_driver_transaction(connection):
+                # An invalidated connection has no driver connection left to ask (or to
+                # roll back), but its transaction is forgotten all the same: the record
+                # would otherwise keep the dead connection for the life of the process.
+                if not connection.invalidated and _driver_reports_transaction(connection):
                     end_driver_transaction(connection, commit=False)
-                else:  # never begun, or ended by the driver (a failed COMMIT can end it)
+                else:  # never begun, ended by the driver (a failed COMMIT can end it), or lost
                     abandon_driver_transaction(connection)
             # A transaction whose COMMIT failed is inactive but still open: end it too.
             leftover = connection.get_transaction()
@@ -507,6 +509,8 @@ class UnitOfWork:
         try:
             session = self._idle_readers.pop()
         except IndexError:
+            if self._closing:  # close() emptied the idle sessions: after it, reads get here
+                raise StoreClosed() from None
             session = self._reader()
         try:
             yield session
@@ -516,7 +520,7 @@ class UnitOfWork:
             # close() ends the transaction and returns the connection to the pool; the
             # emptied session object is kept for the next read (cheaper than a new one).
             session.close()
-            if len(self._idle_readers) < _IDLE_READERS_KEPT:
+            if len(self._idle_readers) < _IDLE_READERS_KEPT and not self._closing:
                 self._idle_readers.append(session)
 
     @contextmanager
@@ -533,6 +537,8 @@ class UnitOfWork:
         try:
             connection = self._idle_connections.pop()
         except IndexError:
+            if self._closing:  # as in read()
+                raise StoreClosed() from None
             connection = self._backend.prepare_read_connection(self.engine.connect())
         try:
             transaction = connection.begin()
@@ -600,6 +606,26 @@ class UnitOfWork:
         finally:
             connection.close()
 
+    def _new_writer_lock(self) -> threading.Lock:
+        """The lock the writers of this process queue on (a fresh one in a forked child)."""
+        return threading.Lock()
+
+    def _pause_for_fork(self) -> bool:
+        """Before a fork: take the writer lock, so that no write of this process is mid-way
+        (see fork_safety); ``True`` when taken, for :meth:`_resume_after_fork`. Not when
+        the forking thread is the writer (a fork from inside a write's own work), nor after
+        waiting :data:`FORK_PAUSE_S` in vain (logged)."""
+        if self._writer == self._caller():
+            return False
+        if self._lock.acquire(timeout=FORK_PAUSE_S):
+            return True
+        log.warning("forking while a write of this process is still running after %.0f s", FORK_PAUSE_S)
+        return False
+
+    def _resume_after_fork(self) -> None:
+        """In the parent, after a fork :meth:`_pause_for_fork` paused for."""
+        self._lock.release()
+
     def close(self) -> None:
         """Checkpoint (SQLite) and release the connections this unit of work holds.
 
@@ -608,6 +634,7 @@ class UnitOfWork:
         """
         with self._lock:
             self._closing = True
+            self._idle_readers.clear()  # their connections are back in the pool already
             while self._idle_connections:
                 self._idle_connections.pop().close()
             if self._write_connection is not None:
@@ -670,19 +697,11 @@ FORK_PAUSE_S = 30.0
 
 
 def _pause_writes(uow: UnitOfWork) -> bool:
-    """Before a fork: take the writer lock, so that no write of this process is mid-way
-    (see fork_safety). Not when the forking thread is the writer (a fork from inside a
-    write's own work), nor after waiting :data:`FORK_PAUSE_S` in vain (logged)."""
-    if uow._writer == uow._caller():
-        return False
-    if uow._lock.acquire(timeout=FORK_PAUSE_S):
-        return True
-    log.warning("forking while a write of this process is still running after %.0f s", FORK_PAUSE_S)
-    return False
+    return uow._pause_for_fork()
 
 
 def _resume_writes(uow: UnitOfWork) -> None:
-    uow._lock.release()
+    uow._resume_after_fork()
 
 
 def _forget_connections(uow: UnitOfWork) -> list[object]:
@@ -702,7 +721,7 @@ def _forget_connections(uow: UnitOfWork) -> list[object]:
     # writer lock one of them held would never be released, a write one of them queued
     # would lead a group nobody runs, and its thread id would make the child's first write
     # look nested. The child starts with none of them.
-    uow._lock = threading.Lock()
+    uow._lock = uow._new_writer_lock()
     uow._queue = WriteQueue()
     uow._writer = None
     # A new, empty pool; the old one and its connections stay with the forgotten ones.

@@ -166,3 +166,25 @@ def test_sync_and_async_sqlite_connections_get_the_same_pragmas(tmp_path: Path) 
             await db.close()
 
     assert asyncio.run(main()) == sync_pragmas == ["wal", 1, 1000, 1]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("driver", ["psycopg", *ASYNC_DRIVERS])
+def test_timeouts_in_the_callers_own_options_win_over_the_stores_defaults(
+    aio_pg_url: str, driver: str
+) -> None:
+    options = {"connect_args": {"options": "-c statement_timeout=4321ms -c lock_timeout=1234"}}
+    url = _with_driver(aio_pg_url, driver)
+    if driver == "psycopg":
+        with SessionDB(url=url, **options) as sync_db:
+            assert _show_sync(sync_db, "statement_timeout", "lock_timeout") == ["4321ms", "1234ms"]
+        return
+
+    async def main() -> list[str]:
+        db = AsyncSessionDB(url=url, **options)
+        try:
+            return await _show(db, "statement_timeout", "lock_timeout")
+        finally:
+            await db.close()
+
+    assert asyncio.run(main()) == ["4321ms", "1234ms"]

@@ -39,3 +39,16 @@ def test_global_options_and_completion_are_documented() -> None:
         assert option in text
     assert "_HERMES_STORE_COMPLETE=bash_source hermes-store" in text
     assert "Exit status" in text
+
+
+def test_the_head_revision_the_docs_show_is_the_shipped_head() -> None:
+    from hermes_store.schema.revisions import history
+
+    text = DOCS.read_text(encoding="utf-8")
+    shown = (
+        re.findall(r"→ (\d{4}) \(head\)", text)
+        + re.findall(r"currently `(\d{4})`", text)
+        + re.findall(r"`0001` … `(\d{4})`", text)
+    )
+    assert len(shown) >= 4, shown
+    assert set(shown) == {history().head}, shown

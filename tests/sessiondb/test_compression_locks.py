@@ -8,6 +8,7 @@ exactly one must win.
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import threading
 import time
@@ -105,6 +106,24 @@ def test_wrongly_typed_arguments_raise(store: SessionDB) -> None:
         store.try_acquire_compression_lock("s1", "agent-a", ttl_seconds="60")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="session_id"):
         store.try_acquire_compression_lock(7, "agent-a")  # type: ignore[arg-type]
+
+
+NOT_FINITE = [float("nan"), float("inf"), float("-inf")]
+
+
+@pytest.mark.parametrize("ttl", NOT_FINITE, ids=str)
+def test_a_ttl_that_is_not_a_finite_number_raises_and_takes_nothing(
+    store: SessionDB, raw: Any, ttl: float
+) -> None:
+    with pytest.raises(ValueError, match="ttl_seconds must be a finite number of seconds"):
+        store.try_acquire_compression_lock("s1", "agent-a", ttl_seconds=ttl)
+    assert raw.rows("SELECT session_id FROM compression_locks") == []
+    assert store.try_acquire_compression_lock("s1", "agent-a", ttl_seconds=60) is True
+    with pytest.raises(ValueError, match="ttl_seconds must be a finite number of seconds"):
+        store.refresh_compression_lock("s1", "agent-a", ttl_seconds=ttl)
+    _holder, _acquired, expires_at = lease_row(raw, "s1") or (None, None, None)
+    assert math.isfinite(expires_at)
+    assert store.try_acquire_compression_lock("s1", "agent-b") is False  # the lease still runs
 
 
 # --- refreshing and releasing ------------------------------------------------------------
@@ -370,3 +389,16 @@ def test_a_database_failure_in_a_cooldown_write_is_a_warning(
         assert len([r for r in caplog.records if "cooldown of session s1" in r.getMessage()]) == 2
     finally:
         raw.execute("ALTER TABLE sessions RENAME COLUMN error_away TO compression_failure_error")
+
+
+@pytest.mark.parametrize("until", NOT_FINITE, ids=str)
+def test_a_cooldown_that_is_not_a_finite_time_raises_and_keeps_the_old_one(
+    store: SessionDB, until: float
+) -> None:
+    store.create_session("s1", "cli")
+    store.record_compression_failure_cooldown("s1", time.time() + 60, "first")
+    with pytest.raises(ValueError, match="cooldown_until must be a finite number of seconds"):
+        store.record_compression_failure_cooldown("s1", until, "second")
+    cooldown = store.get_compression_failure_cooldown("s1") or {}
+    assert cooldown["error"] == "first"
+    assert 0 < cooldown["remaining_seconds"] <= 60

@@ -219,6 +219,15 @@ def test_prune_respects_older_than_days(db, make_session, now):
     assert db.session_count() == 0
 
 
+@pytest.mark.parametrize("days", [float("nan"), float("inf"), float("-inf")], ids=str)
+def test_prune_refuses_an_age_that_is_not_a_finite_number(db, make_session, now, days):
+    make_session("old", started=now - 200 * DAY, ended=now - 200 * DAY, reason="x")
+    make_session("new", started=now - DAY, ended=now, reason="x")
+    with pytest.raises(ValueError, match="older_than_days must be a finite number of days"):
+        db.prune_sessions(older_than_days=days)
+    assert db.session_count() == 2
+
+
 def test_prune_source_filter(db, make_session, now):
     make_session("cli-old", started=now - 200 * DAY, ended=now - 200 * DAY, reason="x", source="cli")
     make_session("tg-old", started=now - 200 * DAY, ended=now - 200 * DAY, reason="x", source="telegram")

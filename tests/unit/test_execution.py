@@ -323,3 +323,63 @@ def test_statements_after_a_failed_one_in_a_driver_transaction_run_on_a_new_curs
     store.create_session("after", "cli")
     assert store.append_message("after", "user", "kept") > 0
     assert [m["content"] for m in store.get_messages("after")] == ["kept"]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def warm_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionDB]:
+    """A store that has written and read already: its write connection (and on SQLite its
+    idle read connections) are kept, made while nothing logged statements."""
+    if request.param == "postgresql":
+        db = SessionDB(url=request.getfixturevalue("pg_head_url"))
+    else:
+        db = SessionDB(tmp_path / "state.db")
+    db.create_session("s", "cli")
+    for index in range(3):
+        db.append_message("s", "user", f"before {index}")
+        db.get_messages("s")
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def _logged_statements(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name.startswith("sqlalchemy.engine")]
+
+
+def _append_and_read(db: SessionDB) -> None:
+    db.append_message("s", "user", "while logging")
+    db.get_messages("s")
+
+
+def test_the_engine_logger_switched_on_after_open_shows_the_stores_statements(
+    warm_store: SessionDB, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="sqlalchemy.engine"):
+        _append_and_read(warm_store)
+    logged = _logged_statements(caplog)
+    assert any(line.startswith("INSERT INTO messages") for line in logged), logged
+    assert any(line.startswith("SELECT") and "FROM messages" in line for line in logged), logged
+    caplog.clear()
+    _append_and_read(warm_store)  # switched off again: nothing more is logged
+    assert _logged_statements(caplog) == []
+
+
+def test_echo_switched_on_after_open_shows_the_stores_statements(
+    warm_store: SessionDB, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    caplog.set_level(logging.DEBUG)  # capture whatever reaches the root logger
+    warm_store.engine.echo = True
+    try:
+        _append_and_read(warm_store)
+    finally:
+        warm_store.engine.echo = False
+    logged = _logged_statements(caplog)
+    assert any(line.startswith("INSERT INTO messages") for line in logged), logged
+    caplog.clear()
+    _append_and_read(warm_store)
+    assert _logged_statements(caplog) == []

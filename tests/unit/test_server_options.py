@@ -44,6 +44,20 @@ def test_url_query_is_read_and_removed_and_keywords_win() -> None:
     )
 
 
+def test_timeouts_in_the_callers_options_win_over_the_url_and_defaults_and_keywords_over_them() -> None:
+    """What PostgreSQL applies is the last ``-c`` of a setting: the store's, appended last,
+    must carry the caller's value, and the reply watchdog must wait for that value."""
+    theirs = {"connect_args": {"options": "-c search_path=app -c statement_timeout=5s --lock_timeout=250"}}
+    _, kwargs = split_options(URL.update_query_dict({"statement_timeout": "30s"}), theirs)
+    options = kwargs["connect_args"]["options"]
+    assert options.endswith("-c statement_timeout=5s -c lock_timeout=250"), options
+    assert statement_timeout_s(URL.update_query_dict({"statement_timeout": "30s"}), theirs) == 5.0
+    both = {**theirs, "statement_timeout": "7s"}
+    options = split_options(URL, both)[1]["connect_args"]["options"]
+    assert options.endswith("-c statement_timeout=7s -c lock_timeout=250"), options
+    assert statement_timeout_s(URL, both) == 7.0
+
+
 def test_network_defaults_go_to_libpq_and_the_url_and_keywords_override_them() -> None:
     _, kwargs = split_options(URL, {})
     assert {name: kwargs["connect_args"][name] for name in NETWORK_DEFAULTS} == {

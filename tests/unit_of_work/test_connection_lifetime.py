@@ -5,6 +5,8 @@
   opens its own, and the parent's keep working in the parent.
 * When opening a store fails (here: while reading its schema), the engine it made is
   disposed at once, not left holding the file open until garbage collection.
+* A write connection lost in the middle of a write (invalidated) is forgotten whole:
+  the record of its open driver transaction goes with it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import pytest
 import sqlalchemy as sa
 
 from hermes_store import SessionDB
+from hermes_store.db import driver_transaction
+from hermes_store.repository import meta
 
 needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork() is POSIX only")
 
@@ -92,3 +96,23 @@ def test_an_engine_whose_schema_cannot_be_read_is_disposed(db_path: Path) -> Non
     # an explicit dispose closes the engine's pooled connections now.
     assert failure.traceback
     assert _open_descriptors(db_path) == 0
+
+
+def test_write_connections_lost_mid_write_leave_no_open_transaction_behind(db_path: Path) -> None:
+    db = SessionDB(db_path)
+    db.create_session("s", "cli")
+    lost: list[sa.Connection] = []
+
+    def lose_the_connection(connection: sa.Connection) -> None:
+        lost.append(connection)
+        connection.connection.dbapi_connection.close()  # as a broken connection would be
+        meta.put(connection, "k", "v")
+
+    for _ in range(20):
+        with pytest.raises(sa.exc.ProgrammingError, match="closed database"):
+            db.unit_of_work.write_connection(lose_the_connection, "a write whose connection is lost")
+    assert all(connection.closed for connection in lost)  # invalidated, then discarded
+    assert [c for c in lost if c in driver_transaction.OPEN_TRANSACTIONS] == []
+    db.append_message("s", "user", "after the losses")
+    assert db.message_count("s") == 1
+    db.close()

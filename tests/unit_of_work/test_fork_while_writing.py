@@ -80,3 +80,41 @@ def test_children_forked_beside_writing_threads_write(tmp_path: Path) -> None:
     db.close()
     assert outcomes == [0] * CHILDREN, f"children that hung (None) or failed: {outcomes}"
     assert {f"child {i}" for i in range(CHILDREN)} <= contents
+
+
+class _Holder:
+    """A holder registered for fork-pausing that records what it was asked to do."""
+
+    def __init__(self, fails: bool = False) -> None:
+        self.fails = fails
+        self.calls: list[str] = []
+
+
+def _pause(holder: _Holder) -> bool:
+    holder.calls.append("pause")
+    if holder.fails:
+        raise RuntimeError("cannot pause")
+    return True
+
+
+def _resume(holder: _Holder) -> None:
+    holder.calls.append("resume")
+
+
+@needs_fork
+def test_a_holder_that_cannot_pause_does_not_keep_the_others_from_pausing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from hermes_store.uow.fork_safety import quiesce_for_fork
+
+    failing, after = _Holder(fails=True), _Holder()
+    quiesce_for_fork(failing, _pause, _resume)
+    quiesce_for_fork(after, _pause, _resume)
+    with caplog.at_level("WARNING", logger="hermes_store.uow.fork_safety"):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert failing.calls == ["pause"]
+    assert after.calls == ["pause", "resume"]
+    assert "forking without pausing" in caplog.text

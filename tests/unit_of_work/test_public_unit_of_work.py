@@ -155,3 +155,27 @@ def test_every_nth_write_checkpoints_the_wal_on_the_write_connection(db_path: Pa
     uow.close()
     assert db.message_count("s") == 10
     db.close()
+
+
+def test_a_unit_of_work_kept_past_close_refuses_to_write_or_read(db_path: Path) -> None:
+    db = SessionDB(db_path)
+    uow = db.unit_of_work
+    db.create_session("s", "cli")
+    db.close()
+    opened: list[object] = []
+    event.listen(db.engine, "connect", lambda dbapi_connection, record: opened.append(dbapi_connection))
+
+    def insert_meta(connection: Connection) -> None:
+        meta.put(connection, "after-close", "x")
+
+    with pytest.raises(RuntimeError, match="this SessionDB is closed"):
+        uow.write_connection(insert_meta, "writing after close")
+    with pytest.raises(RuntimeError, match="this SessionDB is closed"):
+        uow.write(lambda s: meta.put(s, "after-close", "y"), "writing after close")
+    with pytest.raises(RuntimeError, match="this SessionDB is closed"), uow.read_connection():
+        pass
+    with pytest.raises(RuntimeError, match="this SessionDB is closed"), uow.read():
+        pass
+    assert opened == []  # nothing was opened for them, so nothing is left open
+    with closing(sqlite3.connect(db_path)) as conn:
+        assert conn.execute("SELECT value FROM state_meta WHERE key = 'after-close'").fetchall() == []

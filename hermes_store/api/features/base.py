@@ -2,14 +2,39 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 
 from hermes_store.db.execution import Bind
+from hermes_store.errors import (
+    CorruptDatabase,
+    ReadOnlyStore,
+    ServerUnavailable,
+    StorageFull,
+    StoreTimeout,
+    WriteConflict,
+)
 
 T = TypeVar("T")
+
+DATABASE_ERRORS: tuple[type[BaseException], ...] = (
+    sa_exc.DBAPIError,
+    sqlite3.Error,
+    WriteConflict,
+    ReadOnlyStore,
+    StorageFull,
+    CorruptDatabase,
+    ServerUnavailable,
+    StoreTimeout,
+)
+"""What the database (not the caller) can make a statement fail with: driver errors and
+the store's own errors that translate them (lock timeouts, full disk, lost server). The
+features that answer like upstream Hermes when the database fails (a warning and
+``False``, ``None`` or ``[]``) catch these, and only these."""
 
 
 class FacadeBase:

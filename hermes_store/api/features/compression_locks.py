@@ -13,50 +13,19 @@ cannot get the lease skips compressing. Argument mistakes and a closed store sti
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
-from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection
 
-from hermes_store.api.features.base import FacadeBase
-from hermes_store.domain.validation import optional_str, require_str
-from hermes_store.errors import (
-    CorruptDatabase,
-    ReadOnlyStore,
-    ServerUnavailable,
-    StorageFull,
-    StoreTimeout,
-    WriteConflict,
-)
+from hermes_store.api.features.base import DATABASE_ERRORS, FacadeBase
+from hermes_store.domain.validation import optional_str, require_seconds, require_str
 from hermes_store.repository import compression_locks
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-DATABASE_ERRORS: tuple[type[BaseException], ...] = (
-    sa_exc.DBAPIError,
-    sqlite3.Error,
-    WriteConflict,
-    ReadOnlyStore,
-    StorageFull,
-    CorruptDatabase,
-    ServerUnavailable,
-    StoreTimeout,
-)
-"""What the database (not the caller) can make a statement fail with: driver errors and
-the store's own errors that translate them (lock timeouts, full disk, lost server)."""
-
-
-def require_seconds(name: str, value: Any) -> float:
-    """``value`` as a float if it is an ``int`` or ``float`` (not a bool); else ``TypeError``."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
-    return float(value)
-
 
 class CompressionLockMethods(FacadeBase):
     """Per-session compression leases and compression-failure cooldowns."""

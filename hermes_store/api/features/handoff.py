@@ -10,8 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
-from hermes_store.api.features.base import FacadeBase
-from hermes_store.api.features.compression_locks import DATABASE_ERRORS
+from hermes_store.api.features.base import DATABASE_ERRORS, FacadeBase
 from hermes_store.domain.validation import require_str
 from hermes_store.repository import handoff
 

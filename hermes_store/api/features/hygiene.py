@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import partial
 from typing import ClassVar
 
-from sqlalchemy.engine import Connection
-
 from hermes_store.api.features.base import FacadeBase
+from hermes_store.api.features.sweeps import SessionsDir, sweep_in_batches
 from hermes_store.domain.transcripts import remove_transcripts
 from hermes_store.repository import hygiene
 from hermes_store.repository import sessions as session_rows
-
-SessionsDir = str | os.PathLike[str] | None
-
-BATCH_PAUSE_MIN_S = 0.005
-BATCH_PAUSE_MAX_S = 0.05
-"""Bounds of a sweep's pause between batches (it pauses as long as the batch took):
-long enough for a writer polling SQLite's lock to find it free, short enough that a
-sweep of a million messages is not made slower by much."""
 
 
 class HygieneMethods(FacadeBase):
@@ -95,7 +85,7 @@ class HygieneMethods(FacadeBase):
         and is kept.
         """
         return len(
-            self._sweep_in_batches(hygiene.delete_empty_batch, "deleting empty sessions", sessions_dir)
+            sweep_in_batches(self, hygiene.delete_empty_batch, "deleting empty sessions", sessions_dir)
         )
 
     def finalize_orphaned_compression_sessions(self) -> int:
@@ -107,33 +97,3 @@ class HygieneMethods(FacadeBase):
             lambda db: hygiene.finalize_orphaned_compression(db, now),
             "finishing orphaned compression sessions",
         )
-
-    def _sweep_in_batches(
-        self,
-        delete_batch: Callable[[Connection], list[str]],
-        operation: str,
-        sessions_dir: SessionsDir,
-        progress: Callable[[int], None] | None = None,
-    ) -> list[str]:
-        """Run ``delete_batch`` (deletes a bounded batch of sessions, returns their ids),
-        one transaction each, until a batch finds nothing left; the ids deleted.
-
-        Between batches the sweep steps aside for a moment (:data:`BATCH_PAUSE_MIN_S`, or
-        as long as the batch took, up to :data:`BATCH_PAUSE_MAX_S`), so that the writers
-        that queued behind a batch — this process's threads, or other processes polling
-        SQLite's lock — get their turn before the next one. ``progress`` is told the
-        number of sessions deleted so far after each batch."""
-        removed: list[str] = []
-        try:
-            while True:
-                started = time.perf_counter()
-                batch = self._write(delete_batch, operation)
-                if not batch:
-                    return removed
-                removed += batch
-                if progress is not None:
-                    progress(len(removed))
-                took = time.perf_counter() - started
-                self._step_aside(min(BATCH_PAUSE_MAX_S, max(BATCH_PAUSE_MIN_S, took)))
-        finally:
-            remove_transcripts(sessions_dir, removed)
