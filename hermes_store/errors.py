@@ -7,6 +7,8 @@ the caller's input stay ``ValueError``/``TypeError`` as upstream Hermes raised t
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class StoreError(Exception):
     """Base class of every error hermes_store raises deliberately."""
@@ -109,11 +111,15 @@ class ServerUnavailable(StoreError):
     that failed before their commit was sent are retried (reconnecting) for a while before
     this is raised, so nothing is half-applied; ``outcome_unknown`` is true when the
     connection broke during ``COMMIT`` itself, where the server may or may not have
-    committed the write.
+    committed the write. The store's own appends settle that before they raise: they look
+    for the message on a fresh connection, return its id when it landed and write it again
+    when it did not (``docs/postgresql.md``, "Failover").
     """
 
     def __init__(self, message: str, *, outcome_unknown: bool = False) -> None:
         self.outcome_unknown = outcome_unknown
+        self.uncommitted_result: Any = None
+        """What the write returned inside the transaction whose ``COMMIT`` got no answer."""
         super().__init__(message)
 
 

@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, NoReturn, TypeVar
+from typing import Any, ClassVar, NoReturn, TypeVar, cast
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import orm
@@ -57,7 +57,7 @@ from hermes_store.domain.validation import (
     require_finite,
     require_str,
 )
-from hermes_store.errors import StoreClosed, StoreError
+from hermes_store.errors import ServerUnavailable, StoreClosed, StoreError
 from hermes_store.repository import (
     conversation,
     fts_maintenance,
@@ -123,6 +123,15 @@ def raise_for_caller(exc: sa_exc.StatementError) -> NoReturn:
     if isinstance(exc.orig, ValueError | TypeError):
         raise exc.orig from exc
     raise exc
+
+
+_LANDED: dict[str, Callable[[Connection, Any], bool]] = {
+    "appending a message": lambda db, message_id: messages.stored(db, [message_id]),
+    "appending messages": lambda db, message_ids: messages.stored(db, message_ids),
+}
+"""The writes whose ``COMMIT`` outcome the store settles itself when it got no answer, by
+their operation name: how to see from their result whether they landed."""
+_SETTLE_POLL_S = 0.2
 
 
 def _standby_reads(
@@ -348,9 +357,35 @@ class SessionDB(
             result = self._uow.write_connection(work, operation)
         except sa_exc.StatementError as exc:
             raise_for_caller(exc)
+        except ServerUnavailable as lost:
+            if not lost.outcome_unknown or operation not in _LANDED:
+                raise
+            result = self._settle_lost_commit(lost, work, operation)
         if self._standby_reads is not None:
             self._note_write_position()
         return result
+
+    def _settle_lost_commit(
+        self, lost: ServerUnavailable, work: Callable[[Connection], T], operation: str
+    ) -> T:
+        """After a ``COMMIT`` that got no answer (the connection broke, the primary failed
+        over): look for what the write stored, on a fresh connection, for as long as a
+        write waits for the server to come back. Landed: its result, as if the answer had
+        come. Not landed: the write runs again (it is not in the database, so it cannot be
+        applied twice). The server still gone: ``lost`` as it was."""
+        deadline = time.monotonic() + self._uow.reconnect_wait_s
+        while True:
+            try:
+                with self._uow.read_connection() as connection:
+                    landed = _LANDED[operation](connection, lost.uncommitted_result)
+                break
+            except ServerUnavailable:
+                if time.monotonic() >= deadline:
+                    raise lost from None
+                time.sleep(_SETTLE_POLL_S)
+        if landed:
+            return cast(T, lost.uncommitted_result)
+        return self._uow.write_connection(work, operation)
 
     def _note_write_position(self) -> None:
         """Where the primary's WAL stands after a write: reads wait for a standby past it."""

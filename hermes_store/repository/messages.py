@@ -16,7 +16,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from hermes_store.db.backends import backend_for
-from hermes_store.db.execution import Bind, connection_of, driver_execute, fetch_dicts, run
+from hermes_store.db.execution import Bind, connection_of, driver_execute, fetch_dicts, fetch_tuples, run
 from hermes_store.schema.models import Message, Session
 
 CONVERSATION_COLUMNS = (
@@ -117,6 +117,15 @@ def append(db: Bind, session_id: str, message: NewMessage) -> int:
     bump = {"session_id": session_id, "messages": 1, "tool_calls": message.tool_call_units}
     driver_execute(connection, _BUMP_COUNTERS, bump)
     return new_id
+
+
+def stored(db: Bind, ids: Sequence[int]) -> bool:
+    """Whether every message of ``ids`` is stored: how a write whose ``COMMIT`` got no answer
+    learns whether it landed (its messages and their counters commit together)."""
+    if not ids:
+        return True
+    found = fetch_tuples(db, "SELECT COUNT(*) FROM messages WHERE id IN :ids", {"ids": list(ids)})
+    return int(found[0][0]) == len(set(ids))
 
 
 def append_many(db: Bind, session_id: str, messages: Sequence[NewMessage]) -> list[int]:

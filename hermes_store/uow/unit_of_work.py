@@ -395,7 +395,12 @@ class UnitOfWork:
                 if not self._queue.seal(members):
                     raise _GroupBroken  # a member's caller was interrupted: not committed
                 sealed = True
-            _end(connection, transaction)
+            try:
+                _end(connection, transaction)
+            except ServerUnavailable as lost:
+                if lost.outcome_unknown and not joined:
+                    lost.uncommitted_result = committed[0][1]  # what to look for (see the error)
+                raise
             return committed
         except BaseException:
             if sealed:

@@ -101,9 +101,11 @@ def test_backend_killed_with_no_reconnect_budget_fails_clearly_and_writes_nothin
     admin.dispose()
 
 
-def test_connection_lost_during_commit_is_reported_as_unknown_and_never_retried(
+def test_connection_lost_during_commit_is_reported_as_unknown_and_never_applied_twice(
     store: SessionDB, pg_url: str
 ) -> None:
+    """Every COMMIT's connection is killed: the append finds its row missing, writes it once
+    more (lost again), and then reports the outcome as unknown; it is stored at most once."""
     admin = _admin(pg_url)
 
     def kill_before_commit(connection: sa.Connection) -> None:
@@ -276,3 +278,26 @@ def test_sixteen_processes_writing_to_the_same_sessions_lose_nothing(pg_url: str
     contents = {m["content"] for s in SHARED_SESSIONS for m in db.get_messages(s)}
     assert contents == {f"w{n}-{i}" for n in range(WRITERS) for i in range(PER_WRITER)}
     db.close()
+
+
+def test_an_append_whose_commit_answer_is_lost_returns_its_id_once_it_is_found(pg_url: str) -> None:
+    """The server commits, the answer never reaches the client: the append finds its row on
+    a fresh connection and returns its id, neither raising nor writing it twice."""
+    from commit_cutting_proxy import CommitCuttingProxy
+
+    SessionDB(url=pg_url).close()
+    server = sa.make_url(pg_url)
+    with CommitCuttingProxy(server.host or "127.0.0.1", server.port or 5432) as proxy:
+        through_proxy = server.set(host="127.0.0.1", port=proxy.port)
+        db = SessionDB(url=through_proxy.render_as_string(hide_password=False))
+        try:
+            db.create_session("lost", "cli")
+            proxy.arm()
+            message_id = db.append_message("lost", "user", "committed, answer lost")
+            assert proxy.cut.is_set()
+            rows = db.get_messages("lost")
+            counted = (db.get_session("lost") or {})["message_count"]
+        finally:
+            db.close()
+    assert [(row["id"], row["content"]) for row in rows] == [(message_id, "committed, answer lost")]
+    assert counted == 1
