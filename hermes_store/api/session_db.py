@@ -32,7 +32,7 @@ from hermes_store.api.features.message_views import MessageViewMethods
 from hermes_store.api.features.rewind import RewindMethods
 from hermes_store.api.features.session_meta import SessionMetaMethods
 from hermes_store.api.features.session_search import SessionLookupMethods
-from hermes_store.api.features.sweeps import sweep_in_batches
+from hermes_store.api.features.sweeps import TimedBudget, sweep_in_batches
 from hermes_store.api.features.telegram_topics import TelegramTopicMethods
 from hermes_store.api.features.workspace import WorkspaceMethods
 from hermes_store.db.engine import (
@@ -994,12 +994,14 @@ class SessionDB(
             def report(done: int) -> None:
                 progress("pruning sessions", done, max(done, total))
 
+        budget = TimedBudget(high=sessions.MESSAGES_PER_BATCH)
         pruned = sweep_in_batches(
             self,
-            lambda db: sessions.prune_batch(db, cutoff, source),
+            lambda db: sessions.prune_batch(db, cutoff, source, budget.size),
             "pruning sessions",
             sessions_dir,
             report,
+            budget,
         )
         return len(pruned)
 

@@ -343,10 +343,11 @@ DELETE_BATCH = 500
 bounded, so that no statement meets a driver's parameter limit and no sweep holds the
 write lock for long."""
 MESSAGES_PER_BATCH = 2_000
-"""The most messages a prune batch deletes (by the sessions' counters), unless one session
-alone has more: a session always goes whole, with its messages, in one transaction. On
-SQLite each deleted message also costs its two full-text index entries; 2,000 messages
-keep a batch, and so the wait of every other writer, to a few tens of milliseconds."""
+"""The most messages a prune batch deletes (by the sessions' counters). The prune sizes its
+batches below that by how long they take (``api.features.sweeps.TimedBudget``): on SQLite
+each deleted message also costs its two full-text index entries, so a batch's time, and
+the wait of every other writer behind it, depends on the machine and its load. A session
+holding more than a batch loses its messages a batch at a time and then goes."""
 
 
 def delete_sessions(db: Bind, ids: Sequence[str]) -> None:
@@ -385,17 +386,41 @@ def delete_one(db: Bind, session_id: str) -> list[str]:
     return [session_id, *delete_with_delegates(db, [session_id])]
 
 
-def prune_batch(db: Bind, cutoff: float, source: str | None) -> list[str]:
+def prune_batch(
+    db: Bind, cutoff: float, source: str | None, message_budget: int = MESSAGES_PER_BATCH
+) -> list[str] | None:
     """Delete the oldest ended sessions started before ``cutoff`` (of ``source``), at most
-    :data:`DELETE_BATCH` of them holding at most :data:`MESSAGES_PER_BATCH` messages (or
-    the one oldest, however many it holds), detaching their children; returns their ids.
+    :data:`DELETE_BATCH` of them holding at most ``message_budget`` messages, detaching
+    their children; returns their ids.
 
-    Delegates are not cascaded: a pruned session's sub-agents are ended sessions of
-    their own and go by their own start time.
+    A session that alone holds more than the budget loses its oldest ``message_budget``
+    messages instead, and ``None`` says so (call again): a batch never holds the write lock
+    for a whole huge session, and one killed part-way is finished by the next prune, as the
+    session is still ended and old. Delegates are not cascaded: a pruned session's
+    sub-agents are ended sessions of their own and go by their own start time.
     """
-    ids = prunable_ids(db, cutoff, source, limit=DELETE_BATCH, message_budget=MESSAGES_PER_BATCH)
+    ids = prunable_ids(db, cutoff, source, limit=DELETE_BATCH, message_budget=message_budget)
+    if len(ids) == 1 and _delete_oldest_messages(db, ids[0], message_budget + 1) > message_budget:
+        return None
     delete_sessions(db, ids)
     return ids
+
+
+def _delete_oldest_messages(db: Bind, session_id: str, limit: int) -> int:
+    """Delete up to ``limit`` of a session's messages, oldest first, when it holds more than
+    ``limit - 1``; returns how many it holds (counted up to ``limit``)."""
+    held = int(
+        run(
+            db,
+            select(func.count()).select_from(
+                select(Message.id).where(Message.session_id == session_id).limit(limit).subquery()
+            ),
+        ).scalar_one()
+    )
+    if held >= limit:
+        oldest = select(Message.id).where(Message.session_id == session_id).order_by(Message.id)
+        run(db, delete(Message).where(Message.id.in_(oldest.limit(limit - 1).scalar_subquery())))
+    return held
 
 
 def delete_ghosts(db: Bind, cutoff: float) -> list[str]:

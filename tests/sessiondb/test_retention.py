@@ -1,10 +1,12 @@
 """Retention that never stops the agents: prune_sessions deletes in short batches.
 
 A prune of months of history is many small transactions instead of one long one: each
-batch holds whole sessions (a session always goes with all its messages) and at most
-``MESSAGES_PER_BATCH`` messages, and the prune steps aside between batches so that the
-agents writing meanwhile get their turn. Interrupted anywhere, it leaves whole sessions
-only, and running it again finishes it.
+batch holds whole sessions and at most a budget of messages (``MESSAGES_PER_BATCH`` at
+most, smaller when batches take longer than they should: the budget is sized by time),
+a session with more messages than a batch loses them a batch at a time before it goes,
+and the prune steps aside between batches so that the agents writing meanwhile get their
+turn. Interrupted anywhere, it leaves sessions whose messages are still in order (the
+oldest gone first), and running it again finishes it.
 """
 
 from __future__ import annotations
@@ -23,10 +25,18 @@ from sqlalchemy import event
 from support import subprocess_env
 
 from hermes_store import SessionDB
+from hermes_store.api.features import sweeps
 from hermes_store.repository import sessions as session_rows
 
 DAY = 86400.0
 OLD = time.time() - 200 * DAY
+
+
+@pytest.fixture(autouse=True)
+def fixed_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of exactly the budget the test sets: no batch is ever slow enough to be
+    made smaller (the sizing by time has tests of its own below)."""
+    monkeypatch.setattr(sweeps, "BATCH_TARGET_S", 1e9)
 
 
 def fill(db: SessionDB, make_session, raw, count: int, messages: int, *, prefix: str = "old") -> list[str]:
@@ -61,7 +71,8 @@ def test_batches_hold_whole_sessions_and_at_most_the_message_budget(
     make_session("recent", started=time.time() - DAY, ended=time.time(), reason="done")
     statements = deletes_of_sessions(db)
     assert db.prune_sessions(older_than_days=90) == 11
-    # 30 messages a session, 100 a batch: 3 + 3 + 3 + 1 sessions, then the big one alone.
+    # 30 messages a session, 100 a batch: 3 + 3 + 3 + 1 sessions, then the big one's
+    # messages a batch at a time (100, 100) and the session with its last 50.
     assert len(statements) == 5
     assert [s["id"] for s in db.search_sessions()] == ["recent"]
     assert db.message_count() == 0
@@ -158,3 +169,51 @@ def test_a_killed_prune_leaves_whole_sessions_and_a_rerun_finishes(tmp_path: Pat
         assert db.message_count() == 10 * left
         assert db.prune_sessions(90) == left
         assert db.session_count(include_archived=True) == 0 and db.message_count() == 0
+
+
+def test_the_budget_follows_the_time_batches_take(monkeypatch: pytest.MonkeyPatch) -> None:
+    target = 0.025
+    monkeypatch.setattr(sweeps, "BATCH_TARGET_S", target)
+    budget = sweeps.TimedBudget(high=2000)
+    assert budget.size == sweeps.FIRST_BATCH
+    budget.adapt(target / 10)  # fast: at most doubled
+    assert budget.size == 2 * sweeps.FIRST_BATCH
+    budget.adapt(target * 4)  # four times too slow: a quarter
+    assert budget.size == sweeps.FIRST_BATCH // 2
+    for _ in range(20):
+        budget.adapt(10.0)
+    assert budget.size == sweeps.SMALLEST_BATCH
+    for _ in range(20):
+        budget.adapt(0.0)
+    assert budget.size == 2000
+
+
+def _prune_once(db: SessionDB, budget: int) -> list[str] | None:
+    cutoff = time.time() - 90 * DAY
+    return db.unit_of_work.write_connection(
+        lambda connection: session_rows.prune_batch(connection, cutoff, None, budget), "pruning"
+    )
+
+
+def test_a_session_larger_than_a_batch_goes_a_batch_at_a_time(tmp_path: Path) -> None:
+    with SessionDB(tmp_path / "state.db") as db:
+        big = db.create_session("old-big", "cli")
+        db.append_messages(big, [{"role": "user", "content": f"walrus {k}"} for k in range(250)])
+        db.end_session(big, "done")
+        db._conn.execute("UPDATE sessions SET started_at = ?", (OLD,))  # type: ignore[union-attr]
+        assert _prune_once(db, 100) is None and db.message_count(big) == 150
+        assert [m["content"] for m in db.get_messages(big)][:1] == ["walrus 100"]  # oldest first
+        assert _prune_once(db, 100) is None and db.message_count(big) == 50
+        assert _prune_once(db, 100) == [big]
+        assert db.get_session(big) is None and db.message_count() == 0
+        assert db.search_messages("walrus") == []
+
+
+def test_slow_batches_are_made_smaller(db, make_session, raw, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sweeps, "BATCH_TARGET_S", 0.0)  # every batch is too slow
+    fill(db, make_session, raw, 10, 30)
+    statements = deletes_of_sessions(db)
+    assert db.prune_sessions(older_than_days=90) == 10
+    # The first batch takes 200 messages' worth (6 sessions); then one session at a time.
+    assert len(statements) == 5
+    assert db.message_count() == 0
