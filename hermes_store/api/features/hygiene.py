@@ -8,10 +8,13 @@ from functools import partial
 from typing import ClassVar
 
 from hermes_store.api.features.base import FacadeBase
-from hermes_store.api.features.sweeps import SessionsDir, sweep_in_batches
+from hermes_store.api.features.sweeps import SessionsDir, TimedBudget, sweep_in_batches
 from hermes_store.domain.transcripts import remove_transcripts
 from hermes_store.repository import hygiene
 from hermes_store.repository import sessions as session_rows
+
+BULK_FIRST_BATCH = 10
+"""Sessions in a bulk delete's first batch, before any has been timed (they may be long)."""
 
 
 class HygieneMethods(FacadeBase):
@@ -21,7 +24,9 @@ class HygieneMethods(FacadeBase):
     Work on many sessions runs in batches of at most
     :data:`~hermes_store.repository.sessions.DELETE_BATCH`, each its own transaction: a
     session always goes together with its messages and delegate sub-agents, and a failure
-    part-way leaves the earlier batches done. Transcript files of what was deleted are
+    part-way leaves the earlier batches done. A bulk delete sizes its batches by how long
+    they take (:class:`~hermes_store.api.features.sweeps.TimedBudget`), starting at
+    :data:`BULK_FIRST_BATCH` sessions. Transcript files of what was deleted are
     removed afterwards, also after such a failure.
     """
 
@@ -47,13 +52,19 @@ class HygieneMethods(FacadeBase):
         requested = frozenset(wanted)
         deleted = 0
         removed: list[str] = []
+        # Sessions a batch, sized by time: their messages go with them, however many.
+        budget = TimedBudget(high=session_rows.DELETE_BATCH, low=1, first=BULK_FIRST_BATCH)
         try:
-            for start in range(0, len(wanted), session_rows.DELETE_BATCH):
-                batch = wanted[start : start + session_rows.DELETE_BATCH]
+            start = 0
+            while start < len(wanted):
+                batch = wanted[start : start + budget.size]
+                started = time.perf_counter()
                 existing, delegates = self._write(
                     partial(hygiene.delete_requested, ids=batch, requested=requested),
                     "deleting sessions",
                 )
+                budget.adapt(time.perf_counter() - started)
+                start += len(batch)
                 deleted += len(existing)
                 removed += existing + delegates
         finally:

@@ -32,21 +32,25 @@ SMALLEST_BATCH = 20
 
 @dataclass
 class TimedBudget:
-    """How many messages the next batch of a sweep deletes, sized by how long the last
-    batch took: scaled toward :data:`BATCH_TARGET_S` (at most doubled per batch, so a
-    quick batch on an idle store does not make the next one overshoot on a busy one),
-    between :data:`SMALLEST_BATCH` and ``high``."""
+    """How much the next batch of a sweep deletes (messages for a prune, sessions for a
+    bulk delete), sized by how long the last batch took: scaled toward
+    :data:`BATCH_TARGET_S` (at most doubled per batch, so a quick batch on an idle store
+    does not make the next one overshoot on a busy one), between ``low`` and ``high``,
+    starting at ``first``."""
 
     high: int
+    low: int = SMALLEST_BATCH
+    first: int = FIRST_BATCH
     size: int = 0
 
     def __post_init__(self) -> None:
-        self.size = min(FIRST_BATCH, self.high)
+        self.low = min(self.low, self.high)
+        self.size = max(self.low, min(self.first, self.high))
 
     def adapt(self, took_s: float) -> None:
         """Size the next batch after one that took ``took_s`` seconds."""
         proposed = self.size * BATCH_TARGET_S / max(took_s, 0.001)
-        self.size = int(min(self.high, max(min(SMALLEST_BATCH, self.high), min(2 * self.size, proposed))))
+        self.size = int(min(self.high, max(self.low, min(2 * self.size, proposed))))
 
 BATCH_PAUSE_MIN_S = 0.005
 BATCH_PAUSE_MAX_S = 0.05
