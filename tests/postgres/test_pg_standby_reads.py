@@ -93,9 +93,25 @@ def test_a_read_cancelled_by_recovery_runs_again_on_the_primary(pair: tuple[Node
         sid = db.create_session("conflict", "cli")
         db.append_message(sid, role="user", content="x")
         time.sleep(0.5)  # replayed
-        locker = threading.Thread(
-            target=_on, args=(primary, "BEGIN; LOCK TABLE messages IN ACCESS EXCLUSIVE MODE; COMMIT")
-        )
+
+        def lock_once_the_read_runs() -> None:
+            # The standby's read must hold its lock on messages when the primary's lock is
+            # replayed there: wait until the standby runs it, then lock on the primary.
+            deadline = time.monotonic() + 30
+            where = {"host": "127.0.0.1", "port": standby.port, "user": "postgres", "dbname": "postgres"}
+            with psycopg.connect(**where) as c:
+                while time.monotonic() < deadline:
+                    running = c.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                        "AND query LIKE 'SELECT pg_sleep(1.5)%%'"
+                    ).fetchone()
+                    c.rollback()
+                    if running and running[0]:
+                        break
+                    time.sleep(0.01)
+            _on(primary, "BEGIN; LOCK TABLE messages IN ACCESS EXCLUSIVE MODE; COMMIT")
+
+        locker = threading.Thread(target=lock_once_the_read_runs)
 
         def slow_read(connection: Any) -> int:
             if not locker.is_alive() and locker.ident is None:
