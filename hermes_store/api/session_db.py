@@ -46,6 +46,7 @@ from hermes_store.db.engine import (
 )
 from hermes_store.db.execution import Bind
 from hermes_store.db.memory import is_shared_memory, names_memory, shared_memory_url
+from hermes_store.db.server_errors import is_server_unreachable
 from hermes_store.domain import codec
 from hermes_store.domain.progress import ProgressFn
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, sanitize_title
@@ -379,7 +380,11 @@ class SessionDB(
                 with self._uow.read_connection() as connection:
                     landed = _LANDED[operation](connection, lost.uncommitted_result)
                 break
-            except ServerUnavailable:
+            except (ServerUnavailable, sa_exc.DBAPIError) as exc:
+                # Connecting while the server is down or shutting down raises the driver's
+                # error as it is; only that, or the store's own, means "not yet".
+                if isinstance(exc, sa_exc.DBAPIError) and not is_server_unreachable(exc):
+                    raise
                 if time.monotonic() >= deadline:
                     raise lost from None
                 time.sleep(_SETTLE_POLL_S)

@@ -160,13 +160,8 @@ def cjk_index_unloadable(db: Bind) -> bool:
             {"names": list(CJK_TRIGGERS)},
         )
     }
-    if not present:
-        return False
-    try:
-        db.execute(text(f"SELECT 1 FROM {CJK_INDEX} LIMIT 0")).close()
-    except sa_exc.OperationalError:
-        return True
-    return False
+    # Readable only where the tokenizer loads (fts_table_exists reads it).
+    return bool(present) and not fts_table_exists(db, CJK_INDEX)
 
 
 def detach_cjk_index(db: Bind) -> None:

@@ -129,20 +129,16 @@ def test_racing_first_opens_and_writers_share_two_server_connections(pooled_url:
         db.close()
 
 
+def _cli(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hermes_store.cli", *arguments], capture_output=True, text=True, timeout=120
+    )
+
+
 def test_the_upgrade_command_through_the_pooler(pooled_url: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "hermes_store.cli", "--url", pooled_url, "upgrade"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _cli("--url", pooled_url, "upgrade")
     assert done.returncode == 0, done.stderr
-    again = subprocess.run(
-        [sys.executable, "-m", "hermes_store.cli", "--url", pooled_url, "upgrade"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    again = _cli("--url", pooled_url, "upgrade")
     assert again.returncode == 0, again.stderr
 
 
@@ -172,12 +168,7 @@ def test_a_copy_into_the_pooler_is_refused_in_one_line(pooled_url: str, tmp_path
     db = SessionDB(source)
     db.append_message(db.create_session("s", "cli"), role="user", content="hi")
     db.close()
-    done = subprocess.run(
-        [sys.executable, "-m", "hermes_store.cli", "copy", str(source), pooled_url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _cli("copy", str(source), pooled_url)
     assert done.returncode != 0
     assert "direct connection" in done.stderr and "\n" not in done.stderr.strip()
 
@@ -186,12 +177,7 @@ def test_an_upgrade_that_needs_a_session_is_refused_in_one_line(pg_url: str, poo
     from hermes_store.schema.migrate import upgrade
 
     upgrade(pg_url, "0019")  # behind head, built directly
-    done = subprocess.run(
-        [sys.executable, "-m", "hermes_store.cli", "--url", pooled_url, "upgrade"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _cli("--url", pooled_url, "upgrade")
     assert done.returncode != 0
     assert "direct connection" in done.stderr and "\n" not in done.stderr.strip()
     assert _left_on_the_server(pg_url) == {"advisory_locks": 0, "idle_in_transaction": 0}

@@ -547,21 +547,14 @@ def test_no_value_given_to_these_methods_is_part_of_any_statement(db, make_sessi
 def test_a_bulk_delete_sizes_its_batches_by_time(db, make_session, monkeypatch):
     """Slow batches (here every batch counts as too slow) shrink to one session each after the
     first, which holds at most BULK_FIRST_BATCH sessions: no batch holds the write lock long."""
-    from sqlalchemy import event
+    from test_retention import deletes_of_sessions
 
     from hermes_store.api.features import hygiene as hygiene_methods
     from hermes_store.api.features import sweeps
 
     monkeypatch.setattr(sweeps, "BATCH_TARGET_S", 0.0)
     ids = [make_session(f"bulk-{n:02d}", started=10.0 + n) for n in range(12)]
-    seen: list[str] = []
-    event.listen(
-        db.engine,
-        "before_cursor_execute",
-        lambda _c, _cur, statement, *_a: seen.append(statement)
-        if statement.lstrip().upper().startswith("DELETE FROM SESSIONS")
-        else None,
-    )
+    seen = deletes_of_sessions(db)
     assert db.delete_sessions(ids) == 12
     assert len(seen) == 1 + (12 - hygiene_methods.BULK_FIRST_BATCH)
     assert db.session_count() == 0
