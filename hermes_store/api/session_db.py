@@ -282,9 +282,13 @@ class SessionDB(
         marked stale for a Hermes that can rebuild it). Runs on connections that go back to
         the pool, before the unit of work keeps any; best effort, as upstream's: a locked
         file is tried again on the next open, and until then its message writes fail."""
-        with self.engine.connect() as connection:
-            if not fts_maintenance.cjk_index_unloadable(connection):
-                return
+        try:
+            with self.engine.connect() as connection:
+                if not fts_maintenance.cjk_index_unloadable(connection):
+                    return
+        except sa_exc.OperationalError as exc:  # a locked file: the next open looks again
+            log.debug("%s: the CJK index check is left for the next open (%s)", self.db_path, exc.orig)
+            return
         try:
             with write_engine(self.engine).begin() as connection:
                 fts_maintenance.detach_cjk_index(connection)

@@ -17,7 +17,6 @@ SQLite needs three things pysqlite does not give by default:
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import stat
 import sys
@@ -456,7 +455,6 @@ def _server_engine_arguments(url: URL, engine_kwargs: dict[str, Any]) -> tuple[U
     return url, engine_kwargs
 
 
-_SERVER_SETTING = re.compile(r"-c\s*([A-Za-z_][\w.]*)=(\S+)")
 # libpq connection keywords with an asyncpg equivalent, and those asyncpg has none for
 # (TCP keepalives: asyncpg leaves them to the operating system's defaults).
 _ASYNCPG_KEYWORDS = {"connect_timeout": "timeout"}
@@ -470,8 +468,8 @@ def asyncpg_connect_args(connect_args: dict[str, Any]) -> dict[str, Any]:
     that is not ``-c name=value`` raises ``ValueError`` (asyncpg could not send it)."""
     translated = {key: value for key, value in connect_args.items() if key not in _LIBPQ_ONLY}
     options = str(translated.pop("options", "") or "")
-    settings = dict(_SERVER_SETTING.findall(options))
-    if _SERVER_SETTING.sub("", options).strip():
+    settings = dict(transaction_pooler.SERVER_SETTING.findall(options))
+    if transaction_pooler.SERVER_SETTING.sub("", options).strip():
         raise ValueError(f"asyncpg takes only '-c name=value' server settings in options, not {options!r}")
     if settings:
         translated["server_settings"] = {**settings, **translated.get("server_settings", {})}

@@ -37,14 +37,15 @@ POOLED_KEY = "hermes_store.pooled_settings"
 """Where a pooled connection's record keeps the settings each transaction applies."""
 POOLER_OPTION = "pooler"
 """The URL query option that declares a transaction pooler (``?pooler=transaction``)."""
-_SETTING = re.compile(r"-c\s*([A-Za-z_][\w.]*)=(\S+)")
+SERVER_SETTING = re.compile(r"-c\s*([A-Za-z_][\w.]*)=(\S+)")
+"""One ``-c name=value`` server setting of a libpq ``options`` string."""
 _REFUSED_OPTIONS = "unsupported startup parameter"
 _warned: set[str] = set()
 
 
 def settings_of(options: str) -> dict[str, str]:
     """The ``-c name=value`` server settings of a libpq ``options`` string."""
-    return dict(_SETTING.findall(options or ""))
+    return dict(SERVER_SETTING.findall(options or ""))
 
 
 def is_pooled(connection: Connection) -> bool:
