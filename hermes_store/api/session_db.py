@@ -69,7 +69,7 @@ from hermes_store.repository import (
     sessions,
     system_prompts,
 )
-from hermes_store.schema.migrate import ensure_schema, refuse_unfinished_copy
+from hermes_store.schema.migrate import ensure_schema, refuse_empty_profile, refuse_unfinished_copy
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters, search
 from hermes_store.search.order import search_order
@@ -253,6 +253,7 @@ class SessionDB(
             if not read_only:  # a read-only store is used as it is: never created or upgraded
                 ensure_schema(self.engine, auto_upgrade=auto_upgrade)
             else:
+                refuse_empty_profile(self.engine)
                 refuse_unfinished_copy(self.engine)
         except BaseException:
             self._release_engine(owned=engine is None)

@@ -1,0 +1,222 @@
+"""Many Hermes profiles in one PostgreSQL database: each in a schema of its own.
+
+A profile (``?profile=NAME`` in the URL, ``profile=`` of the stores and engines,
+``hermes-store --profile``, or the Hermes profile folder the drop-in runs under) keeps its
+tables, Alembic's version table included, in schema ``hermes_<name>``. The database's
+``public`` schema may hold another store (the one without a profile): a profile never
+reads nor writes its rows. Which schema holds which rows is checked with plain,
+schema-qualified queries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+import hermes_store
+from hermes_store import SessionDB
+from hermes_store.aio import AsyncSessionDB
+from hermes_store.cli.app import cli
+from hermes_store.db.engine import create_engine
+from hermes_store.db.profiles import profile_schema
+from hermes_store.errors import DatabaseNotFound
+from hermes_store.schema.revisions import history
+
+pytestmark = pytest.mark.postgres
+
+STORE_TABLES = {"sessions", "messages", "state_meta", "alembic_version"}
+
+
+def _rows(url: str, sql: str) -> list[tuple[Any, ...]]:
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            return [tuple(row) for row in connection.exec_driver_sql(sql)]
+    finally:
+        engine.dispose()
+
+
+def _tables(url: str, schema: str) -> set[str]:
+    rows = _rows(url, f"SELECT tablename FROM pg_tables WHERE schemaname = '{schema}'")
+    return {str(name) for (name,) in rows}
+
+
+def _with_profile(url: str, name: str) -> str:
+    return sa.make_url(url).update_query_dict({"profile": name}).render_as_string(hide_password=False)
+
+
+def _session_ids(url: str, schema: str) -> list[str]:
+    return [str(sid) for (sid,) in _rows(url, f"SELECT id FROM {schema}.sessions ORDER BY id")]
+
+
+def test_profile_names_map_to_schemas() -> None:
+    assert profile_schema("work") == "hermes_work"
+    assert profile_schema("my-work_2") == "hermes_my_work_2"
+    for bad in ("Work", "a b", "", "../x", "x" * 57, 'x"; DROP'):
+        with pytest.raises(ValueError, match="profile"):
+            profile_schema(bad)
+
+
+def test_a_profile_on_sqlite_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="PostgreSQL"):
+        create_engine(tmp_path / "state.db", profile="work")
+
+
+def test_a_new_profile_beside_a_store_in_public_sees_none_of_it(pg_head_url: str) -> None:
+    default = SessionDB(url=pg_head_url)
+    default.create_session("public-one", "cli")
+    default.append_message("public-one", "user", "docker lives in public")
+    work = SessionDB(url=pg_head_url, profile="work")
+    try:
+        assert work.get_session("public-one") is None
+        assert work.search_messages("docker") == []
+        assert work.list_sessions_rich() == []
+        assert work.session_count() == 0
+        work.create_session("work-one", "cli")
+        work.append_message("work-one", "user", "docker lives in work")
+        assert [hit["session_id"] for hit in work.search_messages("docker")] == ["work-one"]
+        assert [hit["session_id"] for hit in default.search_messages("docker")] == ["public-one"]
+        assert default.get_session("work-one") is None
+    finally:
+        work.close()
+        default.close()
+    assert _session_ids(pg_head_url, "public") == ["public-one"]
+    assert _session_ids(pg_head_url, "hermes_work") == ["work-one"]
+    assert _rows(pg_head_url, "SELECT count(*) FROM public.messages") == [(1,)]
+    assert _rows(pg_head_url, "SELECT count(*) FROM hermes_work.messages") == [(1,)]
+    assert _tables(pg_head_url, "hermes_work") >= STORE_TABLES
+    assert _rows(pg_head_url, "SELECT version_num FROM hermes_work.alembic_version") == [(history().head,)]
+
+
+def test_two_profiles_in_an_empty_database_keep_to_their_schemas(pg_url: str) -> None:
+    home = SessionDB(url=_with_profile(pg_url, "home"))
+    work = SessionDB(url=pg_url, profile="work")
+    try:
+        home.create_session("h", "cli")
+        home.append_message("h", "user", "the lighthouse 灯塔 at home")
+        work.create_session("w", "cli")
+        work.append_message("w", "user", "the lighthouse 灯塔 at work")
+        for db, mine, other in ((home, "h", "w"), (work, "w", "h")):
+            assert [s["id"] for s in db.list_sessions_rich()] == [mine]
+            assert db.get_session(other) is None
+            assert db.get_messages(other) == []
+            assert [hit["session_id"] for hit in db.search_messages("lighthouse")] == [mine]
+            assert [hit["session_id"] for hit in db.search_messages("灯塔")] == [mine]
+    finally:
+        home.close()
+        work.close()
+    assert _tables(pg_url, "public") == set()  # no profile-less store was made
+    for schema, sid in (("hermes_home", "h"), ("hermes_work", "w")):
+        assert _tables(pg_url, schema) >= STORE_TABLES
+        assert _session_ids(pg_url, schema) == [sid]
+        assert _rows(pg_url, f"SELECT version_num FROM {schema}.alembic_version") == [(history().head,)]
+
+
+def test_async_profiles_keep_to_their_schemas(pg_head_url: str) -> None:
+    async def scenario() -> tuple[list[Any], list[Any], Any]:
+        work = AsyncSessionDB(url=pg_head_url, profile="work")
+        home = AsyncSessionDB(url=_with_profile(pg_head_url, "home"))
+        try:
+            await work.create_session("w", "cli")
+            await work.append_message("w", "user", "async lighthouse")
+            await home.create_session("h", "cli")
+            await home.append_message("h", "user", "async lighthouse")
+            work_hits = await work.search_messages("lighthouse")
+            home_hits = await home.search_messages("lighthouse")
+            return work_hits, home_hits, await home.get_session("w")
+        finally:
+            await work.close()
+            await home.close()
+
+    work_hits, home_hits, crossed = asyncio.run(scenario())
+    assert [hit["session_id"] for hit in work_hits] == ["w"]
+    assert [hit["session_id"] for hit in home_hits] == ["h"]
+    assert crossed is None
+    assert _session_ids(pg_head_url, "hermes_work") == ["w"]
+    assert _session_ids(pg_head_url, "hermes_home") == ["h"]
+    assert _rows(pg_head_url, "SELECT count(*) FROM public.sessions") == [(0,)]
+
+
+def test_cli_upgrade_and_reads_take_the_profile(pg_url: str) -> None:
+    runner = CliRunner()
+    upgraded = runner.invoke(cli, ["--url", pg_url, "--profile", "work", "upgrade"])
+    assert upgraded.exit_code == 0, upgraded.output
+    assert _tables(pg_url, "hermes_work") >= STORE_TABLES
+    assert _tables(pg_url, "public") == set()
+    with SessionDB(url=pg_url, profile="work") as work:
+        work.create_session("w", "cli")
+    listed = runner.invoke(cli, ["--url", pg_url, "--profile", "work", "sessions", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert [row["id"] for row in json.loads(listed.output)] == ["w"]
+    other = runner.invoke(cli, ["--url", pg_url, "--profile", "home", "upgrade"])
+    assert other.exit_code == 0, other.output
+    empty = runner.invoke(cli, ["--url", pg_url, "--profile", "home", "sessions", "--json"])
+    assert empty.exit_code == 0, empty.output
+    assert json.loads(empty.output) == []
+
+
+def test_copy_from_a_file_into_a_profile_and_back(pg_head_url: str, tmp_path: Path) -> None:
+    with SessionDB(url=pg_head_url) as default:
+        default.create_session("public-only", "cli")
+        default.append_message("public-only", "user", "stays in public")
+    with SessionDB(tmp_path / "source.db") as source:
+        source.create_session("root", "cli", model="m")
+        source.create_session("child", "cli", parent_session_id="root")
+        for i in range(12):
+            source.append_message("root" if i % 2 else "child", "user", f"message {i} 中文")
+        exported = json.dumps(source.export_all(), sort_keys=True, default=str)
+    work_url = _with_profile(pg_head_url, "work")
+    runner = CliRunner()
+    into = runner.invoke(cli, ["copy", str(tmp_path / "source.db"), work_url])
+    assert into.exit_code == 0, into.output
+    assert _session_ids(pg_head_url, "hermes_work") == ["child", "root"]
+    assert _session_ids(pg_head_url, "public") == ["public-only"]
+    back = runner.invoke(cli, ["copy", work_url, str(tmp_path / "back.db")])
+    assert back.exit_code == 0, back.output
+    with SessionDB(tmp_path / "back.db") as copied:
+        assert json.dumps(copied.export_all(), sort_keys=True, default=str) == exported
+
+
+def test_hermes_drop_in_under_a_profile_folder_uses_its_schema(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hermes_state
+
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / ".hermes" / "profiles" / "work"))
+    db = hermes_state.SessionDB(url=pg_url)
+    db.create_session("w", "cli")
+    db.close()
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / ".hermes"))
+    db = hermes_state.SessionDB(url=pg_url)
+    db.create_session("d", "cli")
+    assert db.get_session("w") is None
+    db.close()
+    assert _session_ids(pg_url, "hermes_work") == ["w"]
+    assert _session_ids(pg_url, "public") == ["d"]
+
+
+def test_upgrade_of_a_profile_leaves_public_alone(pg_head_url: str) -> None:
+    before = _tables(pg_head_url, "public")
+    hermes_store.upgrade(create_engine(pg_head_url, profile="work"))
+    assert _tables(pg_head_url, "public") == before
+    assert _tables(pg_head_url, "hermes_work") >= STORE_TABLES
+
+
+def test_reading_a_profile_that_has_no_schema_yet_never_reads_public(pg_head_url: str) -> None:
+    with SessionDB(url=pg_head_url) as default:
+        default.create_session("public-one", "cli")
+        default.append_message("public-one", "user", "docker lives in public")
+    runner = CliRunner()
+    listed = runner.invoke(cli, ["--url", pg_head_url, "--profile", "ghost", "sessions", "--json"])
+    assert "public-one" not in listed.output
+    searched = runner.invoke(cli, ["--url", pg_head_url, "--profile", "ghost", "search", "docker"])
+    assert "public-one" not in searched.output
+    with pytest.raises(DatabaseNotFound, match=r"schema hermes_ghost .* holds no store yet"):
+        SessionDB(url=pg_head_url, profile="ghost", read_only=True)
+    assert _rows(pg_head_url, "SELECT count(*) FROM pg_namespace WHERE nspname = 'hermes_ghost'") == [(0,)]
