@@ -330,9 +330,14 @@ def create_profile_schema(connection: Connection) -> None:
     in the caller's transaction. Run with the migrators' lock held: a profile's first
     statements must find its own schema first on the search path, never ``public``."""
     schema = store_schema(connection)
-    if schema:
-        for statement in profile_schema_statements(schema):
-            connection.exec_driver_sql(statement)
+    if not schema:
+        return
+    # Only when missing: CREATE SCHEMA IF NOT EXISTS asks for CREATE on the database even
+    # when the schema is there, and an administrator may have made it for a role without it.
+    found = connection.execute(sa.text("SELECT 1 FROM pg_namespace WHERE nspname = :name"), {"name": schema})
+    statements = profile_schema_statements(schema)
+    for statement in statements if found.first() is None else statements[1:]:
+        connection.exec_driver_sql(statement)
 
 
 PROFILE_EXTENSIONS = ("pg_trgm", "btree_gin")

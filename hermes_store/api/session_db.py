@@ -46,6 +46,7 @@ from hermes_store.db.engine import (
 )
 from hermes_store.db.execution import Bind
 from hermes_store.db.memory import is_shared_memory, names_memory, shared_memory_url
+from hermes_store.db.profiles import PROFILE_OPTION, with_profile
 from hermes_store.domain import codec
 from hermes_store.domain.progress import ProgressFn
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, sanitize_title
@@ -133,8 +134,12 @@ def _standby_reads(
         raise ValueError("read_urls name PostgreSQL standbys; this store is not on PostgreSQL")
     if not max_lag_s >= 0:
         raise ValueError(f"max_standby_lag_s must be a number of seconds >= 0, not {max_lag_s!r}")
+    # A standby is read in the primary's profile: without it, its reads would go to public.
+    profile = primary.url.query.get(PROFILE_OPTION)
+    named = profile if isinstance(profile, str) else None
     engines = [
-        create_engine(parse_url(url) if isinstance(url, str) else url, **engine_options) for url in read_urls
+        create_engine(with_profile(parse_url(url) if isinstance(url, str) else url, named), **engine_options)
+        for url in read_urls
     ]
     return StandbyReads.of(engines, max_lag_s)
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from hermes_store.aio import AsyncSessionDB
 from hermes_store.cli.app import cli
 from hermes_store.db.engine import create_engine
 from hermes_store.db.profiles import profile_schema
-from hermes_store.errors import DatabaseNotFound
+from hermes_store.errors import DatabaseNotFound, InsufficientPrivilege
 from hermes_store.schema.revisions import history
 
 pytestmark = pytest.mark.postgres
@@ -220,3 +222,51 @@ def test_reading_a_profile_that_has_no_schema_yet_never_reads_public(pg_head_url
     with pytest.raises(DatabaseNotFound, match=r"schema hermes_ghost .* holds no store yet"):
         SessionDB(url=pg_head_url, profile="ghost", read_only=True)
     assert _rows(pg_head_url, "SELECT count(*) FROM pg_namespace WHERE nspname = 'hermes_ghost'") == [(0,)]
+
+
+def test_standbys_are_read_in_the_primarys_profile(pg_head_url: str) -> None:
+    down = "postgresql+psycopg://postgres@127.0.0.1:1/postgres"  # never reached: only named
+    with SessionDB(url=_with_profile(pg_head_url, "work"), read_urls=[down]) as db:
+        standbys = [name for name in db.standby_reads_served if name != "primary"]
+    assert standbys == [down + "?profile=work"]
+    with pytest.raises(ValueError, match="differs"):
+        SessionDB(url=_with_profile(pg_head_url, "work"), read_urls=[down + "?profile=home"])
+
+
+@pytest.fixture
+def role_without_create(pg_url: str) -> Iterator[tuple[str, str]]:
+    """A new login role that may create nothing in the database (nor in public), and an
+    admin URL; the database already has the extensions the store needs."""
+    role = f"hermes_profile_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+        connection.exec_driver_sql(f'REVOKE CREATE ON SCHEMA public FROM PUBLIC, "{role}"')
+        connection.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public")
+        connection.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS btree_gin SCHEMA public")
+    try:
+        as_role = sa.make_url(pg_url).set(username=role, password=None)
+        yield as_role.render_as_string(hide_password=False), role
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
+            )
+            connection.exec_driver_sql(f'DROP OWNED BY "{role}"')
+            connection.exec_driver_sql(f'DROP ROLE "{role}"')
+        admin.dispose()
+
+
+def test_a_profile_schema_made_by_the_administrator_is_used(
+    pg_url: str, role_without_create: tuple[str, str]
+) -> None:
+    url, role = role_without_create
+    with pytest.raises(InsufficientPrivilege):
+        SessionDB(url=url, profile="team")  # it may not create the schema itself
+    admin = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
+    with admin.begin() as connection:
+        connection.exec_driver_sql(f'CREATE SCHEMA hermes_team AUTHORIZATION "{role}"')
+    admin.dispose()
+    with SessionDB(url=url, profile="team") as db:
+        db.create_session("t", "cli")
+    assert _session_ids(pg_url, "hermes_team") == ["t"]
