@@ -210,7 +210,9 @@ class SessionDB(
     ``pool_recycle``, ``statement_timeout``, ``lock_timeout``; see docs/postgresql.md).
     ``read_urls`` name PostgreSQL hot standbys: reads go to one that has replayed this
     store's writes and lags at most ``max_standby_lag_s``, else to the primary
-    (:mod:`hermes_store.uow.standby_reads`).
+    (:mod:`hermes_store.uow.standby_reads`). ``profile=NAME`` (or ``?profile=NAME`` in the
+    URL) keeps a PostgreSQL store in the schema of that Hermes profile, created on its
+    first open (:mod:`hermes_store.db.profiles`).
     """
 
     MAX_TITLE_LENGTH: ClassVar[int] = MAX_TITLE_LENGTH

@@ -186,7 +186,9 @@ def create_engine(
 
     Every SQLite connection gets ``foreign_keys=ON``, a 1 s busy timeout and
     ``recursive_triggers=ON``. Transactions begun on this engine are deferred (reads);
-    use :func:`write_engine` for writes. Extra keyword arguments go to
+    use :func:`write_engine` for writes. ``profile=NAME`` (or ``?profile=NAME`` in the URL)
+    points a PostgreSQL engine at that Hermes profile's schema
+    (:mod:`hermes_store.db.profiles`). Extra keyword arguments go to
     :func:`sqlalchemy.create_engine`.
     """
     return build_engine(
