@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from support import migrate_to
 
 import hermes_store
 from hermes_store import SessionDB
@@ -270,3 +271,42 @@ def test_a_profile_schema_made_by_the_administrator_is_used(
     with SessionDB(url=url, profile="team") as db:
         db.create_session("t", "cli")
     assert _session_ids(pg_url, "hermes_team") == ["t"]
+
+
+def _schema_objects(url: str, schema: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Columns, indexes, constraints and triggers of ``schema``, its name taken out."""
+
+    def rows(sql: str) -> list[tuple[Any, ...]]:
+        found = _rows(url, sql.replace("{schema}", schema))
+        return [tuple(str(v).replace(f"{schema}.", "") for v in row) for row in found]
+
+    return {
+        "columns": rows(
+            "SELECT table_name, column_name, data_type, is_nullable, column_default "
+            "FROM information_schema.columns WHERE table_schema = '{schema}' ORDER BY 1, 2"
+        ),
+        "indexes": rows(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = '{schema}' ORDER BY 1"
+        ),
+        "constraints": rows(
+            "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE connamespace = '{schema}'::regnamespace ORDER BY 1"
+        ),
+        "triggers": rows(
+            "SELECT tgname, pg_get_triggerdef(g.oid) FROM pg_trigger g JOIN pg_class t ON t.oid = g.tgrelid "
+            "WHERE t.relnamespace = '{schema}'::regnamespace AND NOT tgisinternal ORDER BY 1"
+        ),
+        "versions": rows("SELECT version_num FROM {schema}.alembic_version"),
+    }
+
+
+def test_an_old_profile_upgrades_step_by_step_beside_a_store_at_head(pg_head_url: str) -> None:
+    # public holds a store at head: every check the revisions make (is this column, index,
+    # table there yet?) must look at the profile's own schema, or steps would be skipped.
+    migrate_to(_with_profile(pg_head_url, "old"), "0005")
+    assert _rows(pg_head_url, "SELECT version_num FROM hermes_old.alembic_version") == [("0005",)]
+    runner = CliRunner()
+    upgraded = runner.invoke(cli, ["--url", pg_head_url, "--profile", "old", "upgrade"])
+    assert upgraded.exit_code == 0, upgraded.output
+    SessionDB(url=pg_head_url, profile="fresh").close()
+    assert _schema_objects(pg_head_url, "hermes_old") == _schema_objects(pg_head_url, "hermes_fresh")
