@@ -121,10 +121,16 @@ def test_two_profiles_in_an_empty_database_keep_to_their_schemas(pg_url: str) ->
         assert _rows(pg_url, f"SELECT version_num FROM {schema}.alembic_version") == [(history().head,)]
 
 
-def test_async_profiles_keep_to_their_schemas(pg_head_url: str) -> None:
+@pytest.mark.parametrize("driver", ["psycopg_async", "asyncpg"])
+def test_async_profiles_keep_to_their_schemas(pg_head_url: str, driver: str) -> None:
+    if driver == "asyncpg":
+        pytest.importorskip("asyncpg")
+    on_driver = sa.make_url(pg_head_url).set(drivername=f"postgresql+{driver}")
+    url = on_driver.render_as_string(hide_password=False)
+
     async def scenario() -> tuple[list[Any], list[Any], Any]:
-        work = AsyncSessionDB(url=pg_head_url, profile="work")
-        home = AsyncSessionDB(url=_with_profile(pg_head_url, "home"))
+        work = AsyncSessionDB(url=url, profile="work")
+        home = AsyncSessionDB(url=_with_profile(url, "home"))
         try:
             await work.create_session("w", "cli")
             await work.append_message("w", "user", "async lighthouse")
