@@ -316,3 +316,18 @@ def test_an_old_profile_upgrades_step_by_step_beside_a_store_at_head(pg_head_url
     assert upgraded.exit_code == 0, upgraded.output
     SessionDB(url=pg_head_url, profile="fresh").close()
     assert _schema_objects(pg_head_url, "hermes_old") == _schema_objects(pg_head_url, "hermes_fresh")
+
+
+_SCHEMA_SIZE = (
+    "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
+    "WHERE c.relnamespace = '{schema}'::regnamespace AND c.relkind IN ('r', 'm')"
+)
+
+
+def test_info_gives_the_size_of_the_profiles_own_schema(pg_head_url: str) -> None:
+    with SessionDB(url=pg_head_url, profile="work") as work:
+        work.create_session("w", "cli")
+    shown = CliRunner().invoke(cli, ["--url", pg_head_url, "--profile", "work", "info", "--json"])
+    assert shown.exit_code == 0, shown.output
+    expected = _rows(pg_head_url, _SCHEMA_SIZE.format(schema="hermes_work"))[0][0]
+    assert json.loads(shown.output)["size_bytes"] == expected
