@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from hermes_store.db.backends import backend_for
-from hermes_store.db.profiles import store_schema
+from hermes_store.db.profiles import qualified, store_schema
 from hermes_store.db.profiles import table_names as profile_table_names
 from hermes_store.domain.progress import ProgressFn, ignore_progress
 
@@ -44,6 +44,16 @@ def dialect_name() -> str:
 def is_offline() -> bool:
     """True when Alembic renders SQL instead of running it."""
     return bool(op.get_context().as_sql)
+
+
+def in_store_schema(name: str) -> str:
+    """``name`` (a table, index or function) named in the profile's schema, for a statement
+    that drops it if it exists: on a profile lacking it, the search path would find the one
+    in ``public``, another store's. As it is without a profile, and offline (whose script
+    sets the search path to the profile's schema first)."""
+    if is_offline():
+        return name
+    return qualified(op.get_bind(), name)
 
 
 def table_names() -> set[str]:
@@ -308,10 +318,10 @@ def drop_index_concurrently(name: str) -> None:
     """``DROP INDEX CONCURRENTLY IF EXISTS`` (inside :func:`outside_transaction`); a
     plain ``DROP INDEX IF EXISTS`` in a fresh build's transaction."""
     if is_fresh_build():
-        op.execute(sa.text(f"DROP INDEX IF EXISTS {name}"))
+        op.execute(sa.text(f"DROP INDEX IF EXISTS {in_store_schema(name)}"))
         return
     with lifted_timeouts():
-        op.execute(sa.text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
+        op.execute(sa.text(f"DROP INDEX CONCURRENTLY IF EXISTS {in_store_schema(name)}"))
 
 
 def analyze(table: str) -> None:

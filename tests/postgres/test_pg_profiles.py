@@ -331,3 +331,25 @@ def test_info_gives_the_size_of_the_profiles_own_schema(pg_head_url: str) -> Non
     assert shown.exit_code == 0, shown.output
     expected = _rows(pg_head_url, _SCHEMA_SIZE.format(schema="hermes_work"))[0][0]
     assert json.loads(shown.output)["size_bytes"] == expected
+
+
+def test_a_profiles_downgrade_never_drops_what_public_holds(pg_head_url: str) -> None:
+    # The profile lacks an index and a table its downgrade drops "if it exists": the
+    # names must not be found in public's store instead.
+    SessionDB(url=pg_head_url, profile="work").close()
+    admin = sa.create_engine(pg_head_url, poolclass=sa.pool.NullPool)
+    with admin.begin() as connection:
+        connection.exec_driver_sql("DROP INDEX hermes_work.idx_sessions_session_key")
+        connection.exec_driver_sql("DROP TABLE hermes_work.compression_locks")
+    admin.dispose()
+    public_before = _tables(pg_head_url, "public")
+    indexes = "SELECT indexname FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1"
+    public_indexes = _rows(pg_head_url, indexes)
+    functions = "SELECT proname FROM pg_proc WHERE pronamespace = 'public'::regnamespace ORDER BY 1"
+    public_functions = _rows(pg_head_url, functions)
+    # Down through the revisions that drop PostgreSQL functions and indexes too.
+    hermes_store.downgrade(create_engine(pg_head_url, profile="work"), "0011")
+    assert _rows(pg_head_url, "SELECT version_num FROM hermes_work.alembic_version") == [("0011",)]
+    assert _tables(pg_head_url, "public") == public_before
+    assert _rows(pg_head_url, indexes) == public_indexes
+    assert _rows(pg_head_url, functions) == public_functions
