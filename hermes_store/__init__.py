@@ -102,7 +102,8 @@ def create_engine(
     :class:`~hermes_store.errors.DatabaseNotFound` (a typo never leaves an empty file or
     folder behind), and the file's journal mode is left as it is. ``prepare=True`` creates
     the file and switches it to WAL, as ``SessionDB`` does; ``journal_mode="delete"``
-    keeps the rollback journal (see :func:`hermes_store.db.engine.create_engine`). Other
+    keeps the rollback journal (see :func:`hermes_store.db.engine.create_engine`);
+    ``profile=NAME`` reads that Hermes profile's store in a PostgreSQL database. Other
     keyword arguments go to :func:`sqlalchemy.create_engine`.
     """
     return _engine.create_engine(target, prepare=prepare, **engine_kwargs)

@@ -38,9 +38,10 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.schema import CreateTable
 
 from hermes_store.api import session_db as facade
-from hermes_store.db.engine import BUSY_TIMEOUT_S, keeps_rollback_journal, resolve_url, sqlite_path
+from hermes_store.db.engine import BUSY_TIMEOUT_S, keeps_rollback_journal, parse_url, resolve_url, sqlite_path
 from hermes_store.db.memory import names_memory
-from hermes_store.domain.paths import default_db_path
+from hermes_store.db.profiles import PROFILE_OPTION
+from hermes_store.domain.paths import default_db_path, hermes_profile
 from hermes_store.drop_in import LOGGER_NAME
 from hermes_store.drop_in.async_wrapper import AsyncSessionDB
 from hermes_store.drop_in.delegates import _collect_delegate_child_ids, _delete_delegate_children
@@ -200,6 +201,8 @@ class SessionDB(facade.SessionDB):
     ) -> None:
         """Open the store; a malformed file is repaired (once per process) and opened again."""
         path = _state_db_file(db_path) if url is None and engine is None else None
+        if url is not None:
+            url = _url_of_home_profile(url)
         options: dict[str, Any] = {}
         if path is not None and not read_only:
             options["creator"] = _state_db_connector(path)
@@ -333,6 +336,17 @@ def _default_path() -> Path:
     if rebound is not _IMPORTED_DEFAULT:
         return Path(rebound)
     return default_db_path()
+
+
+def _url_of_home_profile(url: str | URL) -> str | URL:
+    """A PostgreSQL ``url`` in the schema of the Hermes profile ``HERMES_HOME`` is the folder
+    of (``…/profiles/<name>``), unless the URL names a profile itself. Under the default
+    home (``~/.hermes``) the URL is left as it is: the store keeps the tables it had."""
+    parsed = parse_url(url)
+    profile = hermes_profile()
+    if profile is None or parsed.get_backend_name() != "postgresql" or PROFILE_OPTION in parsed.query:
+        return url
+    return parsed.update_query_dict({PROFILE_OPTION: profile})
 
 
 def _state_db_file(db_path: str | os.PathLike[str] | None) -> Path | None:

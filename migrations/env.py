@@ -47,6 +47,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.db.backends.postgresql import MIGRATION_LOCK_KEY
 from hermes_store.db.engine import create_engine, resolve_url, write_engine
+from hermes_store.db.profiles import schema_of_url, store_schema, table_names
 from hermes_store.db.transaction_pooler import apply_for_transaction, is_pooled
 from hermes_store.errors import SchemaError
 from hermes_store.schema import legacy, migration_guard, migration_ops
@@ -174,9 +175,12 @@ def database_url() -> sa.URL:
     return resolve_url(x_args.get("url") or None)
 
 
-def configure_options() -> dict[str, Any]:
-    """Options shared by the online and offline paths."""
+def configure_options(schema: str | None = None) -> dict[str, Any]:
+    """Options shared by the online and offline paths; ``schema``: a profile's, which holds
+    Alembic's version table too."""
+    profile = {"version_table_schema": schema} if schema else {}
     return {
+        **profile,
         "target_metadata": target_metadata,
         "include_name": include_name,
         "include_object": include_object,
@@ -195,15 +199,21 @@ APPLICATION_NAME = "hermes-store migration"
 
 def run_migrations_offline() -> None:
     """Render the migrations as SQL (``alembic upgrade --sql``)."""
+    url = database_url()
+    schema = schema_of_url(url)
     context.configure(
-        url=database_url(),
+        url=url,
         literal_binds=True,
         dialect_opts={"paramstyle": "named"},
-        **configure_options(),
+        **configure_options(schema),
     )
     if context.get_context().dialect.name == "postgresql":
         for name, value in migration_ops.session_settings().items():
             context.execute(f"SET {name} = '{value}'")
+        if schema:
+            for statement in profile_schema_statements(schema):
+                context.execute(statement)
+            context.execute(f'SET search_path = "{schema}", public')
         if context.get_starting_revision_argument() in (None, "base"):
             # The script starts by creating Alembic's own version table, whose
             # VARCHAR(32) is Alembic's choice; the table is new, so no lock is at stake.
@@ -270,12 +280,13 @@ def run_pooled_migrations(connection: Connection) -> None:
             raise migration_lock_wait_exceeded()
         time.sleep(LOCK_POLL_S)
     try:
-        present = set(sa.inspect(connection).get_table_names())
+        create_profile_schema(connection)
+        present = table_names(connection)
         if present & SCHEMA_MARKERS:
             _refuse_pooled_upgrade(connection, present)
             return
         config.attributes["fresh_database"] = True
-        options = dict(configure_options(), transaction_per_migration=False)
+        options = dict(configure_options(store_schema(connection)), transaction_per_migration=False)
         context.configure(connection=connection, transactional_ddl=True, **options)
         with context.begin_transaction():
             context.run_migrations()
@@ -290,6 +301,7 @@ def _refuse_pooled_upgrade(connection: Connection, present: set[str]) -> None:
     """Nothing to do for a database at head; a :class:`SchemaError` for any other migration."""
     current = None
     if "alembic_version" in present:
+        # In the profile's schema, which holds it (the search path puts that schema first).
         current = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
     head = scripts().head
     if current == head and context.get_revision_argument() in ("head", head):
@@ -308,9 +320,37 @@ def holds_no_schema(connection: Connection) -> bool:
     Asked with the migrators' lock held, so the answer stays true until this migrator
     commits: no other migrator can have started on the database meanwhile.
     """
-    present = set(sa.inspect(connection).get_table_names())
+    present = table_names(connection)
     connection.commit()
     return not present & SCHEMA_MARKERS
+
+
+def create_profile_schema(connection: Connection) -> None:
+    """Create the schema of ``connection``'s profile if it is missing (no profile: nothing),
+    in the caller's transaction. Run with the migrators' lock held: a profile's first
+    statements must find its own schema first on the search path, never ``public``."""
+    schema = store_schema(connection)
+    if not schema:
+        return
+    # Only when missing: CREATE SCHEMA IF NOT EXISTS asks for CREATE on the database even
+    # when the schema is there, and an administrator may have made it for a role without it.
+    found = connection.execute(sa.text("SELECT 1 FROM pg_namespace WHERE nspname = :name"), {"name": schema})
+    statements = profile_schema_statements(schema)
+    for statement in statements if found.first() is None else statements[1:]:
+        connection.exec_driver_sql(statement)
+
+
+PROFILE_EXTENSIONS = ("pg_trgm", "btree_gin")
+"""The extensions revisions 0011 and 0018 create. On a profile they are created in
+``public`` first: created by the revisions, they would land in the first schema of the
+search path, the profile's own, where no other profile would find them."""
+
+
+def profile_schema_statements(schema: str) -> list[str]:
+    """The statements that make a profile's schema, and the extensions every profile shares
+    in ``public`` (the second schema of a profile's search path)."""
+    extensions = [f"CREATE EXTENSION IF NOT EXISTS {name} SCHEMA public" for name in PROFILE_EXTENSIONS]
+    return [f'CREATE SCHEMA IF NOT EXISTS "{schema}"', *extensions]
 
 
 SCHEMA_MARKERS = frozenset({"alembic_version", "schema_version", "sessions", "messages"})
@@ -339,11 +379,13 @@ def run_migrations_online() -> None:
             return
         if server:
             prepare_server_session(connection)
+            create_profile_schema(connection)
+            connection.commit()
         # An empty database serves nobody yet: it is built in one transaction, so other
         # openers see it empty or complete, and a killed build leaves it empty.
         fresh = server and holds_no_schema(connection)
         config.attributes["fresh_database"] = fresh
-        options = configure_options()
+        options = configure_options(store_schema(connection))
         if fresh:
             options["transaction_per_migration"] = False
         context.configure(connection=connection, transactional_ddl=True, **options)

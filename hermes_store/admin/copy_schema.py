@@ -248,10 +248,12 @@ def missing_objects(reference: StoreSchema, found: StoreSchema) -> list[SchemaOb
     return [item for item in reference.ordered() if (item.kind, item.name) not in found.objects]
 
 
-def drop_statement(item: SchemaObject, quote: Any) -> str:
-    """The statement that removes ``item`` if it is there (PostgreSQL)."""
+def drop_statement(item: SchemaObject, quote: Any, schema: str | None = None) -> str:
+    """The statement that removes ``item`` if it is there (PostgreSQL), an index named in
+    ``schema`` when given: a profile's missing index must not be found in ``public``."""
     if item.kind == "index":
-        return f"DROP INDEX IF EXISTS {quote(item.name)}"
+        where = f"{quote(schema)}." if schema else ""
+        return f"DROP INDEX IF EXISTS {where}{quote(item.name)}"
     if item.kind == "constraint":
         return f"ALTER TABLE {quote(item.table)} DROP CONSTRAINT IF EXISTS {quote(item.name)}"
     return f"DROP TRIGGER IF EXISTS {quote(item.name)} ON {quote(item.table)}"

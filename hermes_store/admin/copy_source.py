@@ -24,6 +24,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.sql import ColumnElement
 
 from hermes_store.db.execution import run
+from hermes_store.db.profiles import store_schema
 from hermes_store.errors import CopyRefused
 from hermes_store.schema.file_layout import read_layout
 from hermes_store.schema.migrate import read_schema_state
@@ -132,11 +133,13 @@ class TableReader:
 def readers_for(engine: Engine) -> dict[str, TableReader]:
     """A reader per copied table of the store behind ``engine`` (nothing is written)."""
     inspector = inspect(engine)
-    tables = set(inspector.get_table_names())
+    schema = store_schema(engine)
+    tables = set(inspector.get_table_names(schema=schema))
     readers = {}
     for model in COPIED_MODELS:
         name = model.__tablename__
-        present = {str(column["name"]) for column in inspector.get_columns(name)} if name in tables else set()
+        columns = inspector.get_columns(name, schema=schema) if name in tables else []
+        present = {str(column["name"]) for column in columns}
         readers[name] = TableReader(model, frozenset(present & set(columns_of(model))))
     return readers
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
-from sqlalchemy import Column, MetaData, Table, Text, delete, func, insert, inspect, orm, select, text
+from sqlalchemy import Column, MetaData, Table, Text, delete, func, insert, orm, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.admin.copy_schema import (
@@ -54,6 +54,7 @@ from hermes_store.admin.copy_source import columns_of
 from hermes_store.db.backends import backend_for
 from hermes_store.db.copy_stream import copy_rows
 from hermes_store.db.execution import run
+from hermes_store.db.profiles import store_schema, table_names
 from hermes_store.db.transaction_pooler import is_pooled
 from hermes_store.domain.progress import ProgressFn
 from hermes_store.errors import CopyMismatch, CopyRefused
@@ -126,7 +127,7 @@ class TargetState:
 
 def inspect_target(engine: Engine) -> TargetState:
     """How many sessions and messages the target holds, and any interrupted copy's record."""
-    tables = set(inspect(engine).get_table_names())
+    tables = table_names(engine)
     with orm.Session(engine) as db:
 
         def count(model: type[Base]) -> int:
@@ -473,12 +474,15 @@ class PostgresCopyWriter:
         with self.connection.begin():
             _record_start(self.connection, fingerprint, source)
             for item in deferred:
-                self.connection.exec_driver_sql(drop_statement(item, self._quote))
+                self.connection.exec_driver_sql(drop_statement(item, self._quote, store_schema(self.engine)))
 
     def empty(self) -> None:
         """Drop the store's tables in one transaction (the functions and extensions the
         schema created stay: their creation replaces them)."""
-        tables = ", ".join(self._quote(name) for name in DROPPED_ON_RESTART)
+        # Named in the profile's schema, if any: a table it lacks must not be found in public.
+        schema = store_schema(self.engine)
+        where = f"{self._quote(schema)}." if schema else ""
+        tables = ", ".join(where + self._quote(name) for name in DROPPED_ON_RESTART)
         with self.connection.begin():
             self.connection.exec_driver_sql(f"DROP TABLE IF EXISTS {tables} CASCADE")
 

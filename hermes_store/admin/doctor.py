@@ -35,6 +35,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from hermes_store.db.backends import backend_for
 from hermes_store.db.engine import sqlite_path, write_engine
+from hermes_store.db.profiles import table_names
 from hermes_store.schema.file_layout import CJK_INDEX, read_layout
 from hermes_store.schema.fts_ddl import FTS_TABLES, fts_triggers
 from hermes_store.schema.indexed_text import indexed_text
@@ -126,7 +127,7 @@ class Doctor:
         self.at_head = state.at_head
         self.newer = state.newer
         with self.engine.connect() as connection:
-            tables = set(sa.inspect(connection).get_table_names())
+            tables = table_names(connection)
         if not {"sessions", "messages"} <= tables:
             return Finding(
                 "schema",

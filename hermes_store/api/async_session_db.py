@@ -48,7 +48,7 @@ class AsyncSessionDB:
     ``postgresql+asyncpg://…``; sync driver names are mapped to asyncio ones), ``url=``
     says the same explicitly, and ``engine=`` injects an ``AsyncEngine``. Other keyword
     arguments are ``SessionDB``'s server options (``pool_size``, ``statement_timeout``,
-    ``lock_timeout``, …; docs/postgresql.md), also accepted in the URL's query. The schema is
+    ``lock_timeout``, …, and ``profile``; docs/postgresql.md), also accepted in the URL's query. The schema is
     checked on first use (or ``async with``) as :class:`SessionDB` does: a SQLite file is
     created or upgraded, a server database only created when empty (``auto_upgrade=True``
     upgrades one behind head too). One instance belongs to one

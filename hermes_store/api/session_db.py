@@ -46,6 +46,7 @@ from hermes_store.db.engine import (
 )
 from hermes_store.db.execution import Bind
 from hermes_store.db.memory import is_shared_memory, names_memory, shared_memory_url
+from hermes_store.db.profiles import PROFILE_OPTION, with_profile
 from hermes_store.db.server_errors import is_server_unreachable
 from hermes_store.domain import codec
 from hermes_store.domain.progress import ProgressFn
@@ -70,7 +71,7 @@ from hermes_store.repository import (
     sessions,
     system_prompts,
 )
-from hermes_store.schema.migrate import ensure_schema, refuse_unfinished_copy
+from hermes_store.schema.migrate import ensure_schema, refuse_empty_profile, refuse_unfinished_copy
 from hermes_store.search.cjk import contains_cjk, count_cjk, is_cjk_codepoint
 from hermes_store.search.engine import SearchFilters, search
 from hermes_store.search.order import search_order
@@ -143,8 +144,12 @@ def _standby_reads(
         raise ValueError("read_urls name PostgreSQL standbys; this store is not on PostgreSQL")
     if not max_lag_s >= 0:
         raise ValueError(f"max_standby_lag_s must be a number of seconds >= 0, not {max_lag_s!r}")
+    # A standby is read in the primary's profile: without it, its reads would go to public.
+    profile = primary.url.query.get(PROFILE_OPTION)
+    named = profile if isinstance(profile, str) else None
     engines = [
-        create_engine(parse_url(url) if isinstance(url, str) else url, **engine_options) for url in read_urls
+        create_engine(with_profile(parse_url(url) if isinstance(url, str) else url, named), **engine_options)
+        for url in read_urls
     ]
     return StandbyReads.of(engines, max_lag_s)
 
@@ -215,7 +220,9 @@ class SessionDB(
     ``pool_recycle``, ``statement_timeout``, ``lock_timeout``; see docs/postgresql.md).
     ``read_urls`` name PostgreSQL hot standbys: reads go to one that has replayed this
     store's writes and lags at most ``max_standby_lag_s``, else to the primary
-    (:mod:`hermes_store.uow.standby_reads`).
+    (:mod:`hermes_store.uow.standby_reads`). ``profile=NAME`` (or ``?profile=NAME`` in the
+    URL) keeps a PostgreSQL store in the schema of that Hermes profile, created on its
+    first open (:mod:`hermes_store.db.profiles`).
     """
 
     MAX_TITLE_LENGTH: ClassVar[int] = MAX_TITLE_LENGTH
@@ -263,6 +270,7 @@ class SessionDB(
             if not read_only:  # a read-only store is used as it is: never created or upgraded
                 ensure_schema(self.engine, auto_upgrade=auto_upgrade)
             else:
+                refuse_empty_profile(self.engine)
                 refuse_unfinished_copy(self.engine)
         except BaseException:
             self._release_engine(owned=engine is None)

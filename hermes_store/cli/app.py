@@ -26,13 +26,15 @@ from hermes_store.cli.errors import EXPECTED_ERRORS, as_cli_error
 from hermes_store.cli.stats import stats_command
 from hermes_store.cli.target import StoreTarget
 from hermes_store.db.engine import parse_url, resolve_url
+from hermes_store.db.profiles import with_profile
 
 PROG_NAME = "hermes-store"
 COMPLETE_VAR = "_HERMES_STORE_COMPLETE"
 
 _EPILOG = """\b
 The store is --db PATH, else --url URL (or $HERMES_STORE_URL), else
-$HERMES_HOME/state.db (~/.hermes/state.db).
+$HERMES_HOME/state.db (~/.hermes/state.db). --profile NAME picks a profile's
+store in a PostgreSQL database (its schema hermes_NAME).
 
 \b
 Shell completion (bash; use zsh_source / fish_source for other shells):
@@ -82,13 +84,20 @@ def _report_warnings(caught: Sequence[warnings.WarningMessage]) -> None:
         click.secho(f"Warning: {text}", err=True, fg="yellow")
 
 
-def _build_target(db: str | None, url: str | None, no_color: bool, debug: bool) -> StoreTarget:
+def _build_target(
+    db: str | None, url: str | None, profile: str | None, no_color: bool, debug: bool
+) -> StoreTarget:
     if db is not None:
+        if profile is not None:
+            raise click.UsageError("--profile names a schema of a PostgreSQL database: give --url, not --db")
         return StoreTarget(resolve_url(os.path.expanduser(db)), no_color=no_color, debug=debug)
     # A --url that is not a URL is an error, never taken as a file name to create.
-    if url:
-        return StoreTarget(parse_url(url), no_color=no_color, debug=debug)
-    return StoreTarget(resolve_url(None), no_color=no_color, debug=debug, default_location=True)
+    chosen = parse_url(url) if url else resolve_url(None)
+    try:
+        chosen = with_profile(chosen, profile)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    return StoreTarget(chosen, no_color=no_color, debug=debug, default_location=not url)
 
 
 @click.group(cls=StoreGroup, epilog=_EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
@@ -107,15 +116,23 @@ def _build_target(db: str | None, url: str | None, no_color: bool, debug: bool) 
     show_envvar=True,
     help="SQLAlchemy URL of the store (e.g. postgresql+psycopg://…).",
 )
+@click.option(
+    "--profile",
+    "profile",
+    metavar="NAME",
+    help="The Hermes profile whose store to use, in a PostgreSQL database (schema hermes_NAME).",
+)
 @click.option("--no-color", is_flag=True, help="Never colour the output (also: $NO_COLOR).")
 @click.option("--debug", is_flag=True, hidden=True, help="Show tracebacks of unexpected errors.")
 @click.version_option(package_name="hermes-store", prog_name=PROG_NAME)
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, url: str | None, no_color: bool, debug: bool) -> None:
+def cli(
+    ctx: click.Context, db: str | None, url: str | None, profile: str | None, no_color: bool, debug: bool
+) -> None:
     """Operate and explore a Hermes session store (state.db)."""
     if db is not None and url is not None and ctx.get_parameter_source("url") is ParameterSource.COMMANDLINE:
         raise click.UsageError("give either --db or --url, not both")
-    ctx.obj = _build_target(db, url, no_color, debug)
+    ctx.obj = _build_target(db, url, profile, no_color, debug)
 
 
 for _command in (

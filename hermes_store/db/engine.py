@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine, make_url
 
-from hermes_store.db import transaction_pooler
+from hermes_store.db import profiles, transaction_pooler
 from hermes_store.db.execution import driver_execute
 from hermes_store.db.execution_options import NO_BEGIN_OPTION
 from hermes_store.db.route_choice import remember_route
@@ -185,7 +185,9 @@ def create_engine(
 
     Every SQLite connection gets ``foreign_keys=ON``, a 1 s busy timeout and
     ``recursive_triggers=ON``. Transactions begun on this engine are deferred (reads);
-    use :func:`write_engine` for writes. Extra keyword arguments go to
+    use :func:`write_engine` for writes. ``profile=NAME`` (or ``?profile=NAME`` in the URL)
+    points a PostgreSQL engine at that Hermes profile's schema
+    (:mod:`hermes_store.db.profiles`). Extra keyword arguments go to
     :func:`sqlalchemy.create_engine`.
     """
     return build_engine(
@@ -223,12 +225,17 @@ def build_engine(
     the URL names; a missing or unknown driver as a typed error.
     """
     check_backend(url)
+    url = profiles.with_profile(url, engine_kwargs.pop("profile", None))
     if url.get_backend_name() != "sqlite":
         is_postgresql = url.get_backend_name() == "postgresql"
         reply_timeout_s = statement_timeout_s(url, engine_kwargs) if is_postgresql else 0.0
         url, pooler_declared = _declared_pooler(url)
+        engine_kwargs = _profile_search_path(url, engine_kwargs)
         url, engine_kwargs = _server_engine_arguments(url, engine_kwargs)
         server_engine = _make(make, url, engine_kwargs)
+        sync_side = server_engine if isinstance(server_engine, Engine) else server_engine.sync_engine
+        if profiles.schema_of_url(url) is not None:
+            profiles.install(sync_side)
         if reply_timeout_s and isinstance(server_engine, Engine) and url.get_driver_name() == "psycopg":
             # A server that stays reachable but never replies must not hold a writer forever.
             from hermes_store.db.reply_watchdog import watch_replies
@@ -237,7 +244,6 @@ def build_engine(
         if is_postgresql:
             # Last: its do_connect listener makes the connection, with the parameters the
             # listeners before it (the watchdog's cursor factory) have set.
-            sync_side = server_engine if isinstance(server_engine, Engine) else server_engine.sync_engine
             transaction_pooler.install(sync_side, declared=pooler_declared)
         return server_engine
     if journal_mode is None and prepare:
@@ -269,6 +275,20 @@ def _declared_pooler(url: URL) -> tuple[URL, bool]:
     if value not in ("transaction", "none"):
         raise ValueError(f"pooler must be 'transaction' or 'none', not {value!r}")
     return url.difference_update_query([transaction_pooler.POOLER_OPTION]), value == "transaction"
+
+
+def _profile_search_path(url: URL, engine_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``engine_kwargs`` whose server options put the URL's profile schema first on the
+    search path (unchanged without a profile). After the caller's own options, so that
+    the profile wins over a ``search_path`` there."""
+    schema = profiles.schema_of_url(url)
+    if schema is None:
+        return engine_kwargs
+    connect_args = dict(engine_kwargs.get("connect_args") or {})
+    existing = connect_args.get("options")
+    path = profiles.search_path_option(schema)
+    connect_args["options"] = f"{existing} {path}" if existing else path
+    return {**engine_kwargs, "connect_args": connect_args}
 
 
 def is_configured(engine: Engine) -> bool:

@@ -21,6 +21,13 @@ def hermes_home() -> Path:
     return Path.home() / ".hermes"
 
 
+def hermes_profile() -> str | None:
+    """The Hermes profile the home is the folder of (``…/profiles/<name>``), or ``None`` for
+    any other home (``~/.hermes``, the default profile)."""
+    home = hermes_home()
+    return home.name if home.parent.name == "profiles" and home.name else None
+
+
 def default_db_path() -> Path:
     """Return the default database path, ``<hermes home>/state.db``, resolved now."""
     return hermes_home() / DB_FILENAME

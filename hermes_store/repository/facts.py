@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy import func, orm, select
 
 from hermes_store.db.backends import backend_for
+from hermes_store.db.profiles import store_schema
 from hermes_store.schema.models import Message, Session
 
 
@@ -55,5 +56,7 @@ def counts(db: orm.Session) -> dict[str, Any]:
 
 
 def storage(db: orm.Session) -> dict[str, Any]:
-    """The backend's storage figures (SQLite: journal mode, pages; PostgreSQL: size)."""
-    return backend_for(db).storage_facts(lambda sql: _scalar(db, sa.text(sql)))
+    """The backend's storage figures (SQLite: journal mode, pages; PostgreSQL: size, of the
+    profile's schema for a profile)."""
+    schema = store_schema(db.get_bind())
+    return backend_for(db).storage_facts(lambda sql: _scalar(db, sa.text(sql)), schema=schema)

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from hermes_store.db.backends import backend_for
+from hermes_store.db.profiles import table_names as profile_table_names
 
 log = logging.getLogger(__name__)
 
@@ -199,8 +200,7 @@ def prepare_for_alembic(connection: Connection, known: Collection[str], head: st
     which must be used as it is and never stamped down; ``True`` otherwise. A legacy
     database is stamped at its effective revision inside the caller's transaction.
     """
-    inspector = sa.inspect(connection)
-    tables = set(inspector.get_table_names())
+    tables = profile_table_names(connection)
     if "alembic_version" in tables:
         current = connection.execute(sa.select(_ALEMBIC_VERSION.c.version_num)).scalars().all()
         unknown = [rev for rev in current if rev not in known]

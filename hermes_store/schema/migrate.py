@@ -37,9 +37,10 @@ from sqlalchemy.engine import Engine
 from hermes_store.db.backends import backend_for
 from hermes_store.db.backends.postgresql import MIGRATION_LOCK_KEY
 from hermes_store.db.engine import create_engine, write_engine
+from hermes_store.db.profiles import qualified, store_schema, table_names
 from hermes_store.db.sqlite_errors import is_lock_error, raise_translated
 from hermes_store.domain.progress import ProgressFn
-from hermes_store.errors import CopyUnfinished, SchemaBehind, SchemaError
+from hermes_store.errors import CopyUnfinished, DatabaseNotFound, SchemaBehind, SchemaError
 from hermes_store.schema.legacy import NewerSchemaWarning
 from hermes_store.schema.revisions import OLDEST_RUNNABLE_REVISION, History, history
 from hermes_store.schema.revisions import alembic_config as alembic_config
@@ -123,9 +124,12 @@ def read_schema_state(engine: Engine, script_location: str | None = None) -> Sch
 
 
 def _read_schema_state(engine: Engine) -> SchemaState:
+    # A profile's tables are named in its schema: the search path goes on to public,
+    # whose tables (another store's) must never answer for a profile's missing ones.
     query = (
-        "SELECT (SELECT version_num FROM alembic_version LIMIT 1), "
-        "(SELECT MAX(version) FROM schema_version), " + backend_for(engine).table_count_sql(COPY_STATE_TABLE)
+        f"SELECT (SELECT version_num FROM {qualified(engine, 'alembic_version')} LIMIT 1), "
+        f"(SELECT MAX(version) FROM {qualified(engine, 'schema_version')}), "
+        + backend_for(engine).table_count_sql(qualified(engine, COPY_STATE_TABLE))
     )
     try:
         with engine.connect() as connection:
@@ -152,13 +156,17 @@ def _read_state_table_by_table(engine: Engine) -> SchemaState:
 
 def _inspect_state_tables(engine: Engine) -> SchemaState:
     with engine.connect() as connection:
-        tables = set(sa.inspect(connection).get_table_names())
+        tables = table_names(connection)
         revision = None
         legacy_version = None
         if "alembic_version" in tables:
-            revision = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+            revision = connection.exec_driver_sql(
+                f"SELECT version_num FROM {qualified(connection, 'alembic_version')}"
+            ).scalar()
         if "schema_version" in tables:
-            value = connection.exec_driver_sql("SELECT MAX(version) FROM schema_version").scalar()
+            value = connection.exec_driver_sql(
+                f"SELECT MAX(version) FROM {qualified(connection, 'schema_version')}"
+            ).scalar()
             legacy_version = None if value is None else int(value)
         return SchemaState(revision, legacy_version, unfinished_copy=COPY_STATE_TABLE in tables)
 
@@ -183,6 +191,23 @@ def refuse_unfinished_copy(engine: Engine, state: SchemaState | None = None) -> 
         "this database is the target of a hermes-store copy that has not finished (it holds part "
         f"of the source only); finish it with 'hermes-store copy {source or 'SOURCE_URL'} {target} --resume'"
     )
+
+
+def refuse_empty_profile(engine: Engine) -> None:
+    """Raise :class:`~hermes_store.errors.DatabaseNotFound` when ``engine`` names a profile
+    whose schema holds no store yet (read-only opens: nothing is created).
+
+    Used as it is, such a profile would find its tables along the search path in
+    ``public``, in another store."""
+    schema = store_schema(engine)
+    if schema is None:
+        return
+    state = _waiting_out_other_migrators(lambda: read_schema_state(engine), "reading the schema version")
+    if state.empty:
+        raise DatabaseNotFound(
+            f"schema {schema} of this database holds no store yet (nothing was created); create it "
+            f"with {upgrade_command(engine)} or open it once without read_only"
+        )
 
 
 def ensure_schema(
@@ -445,7 +470,7 @@ def downgrade_losses(engine: Engine, revision: str) -> list[str]:
     if target is not None and scripts.reaches(target, UPSTREAM_17_REVISION):
         return []
     with engine.connect() as connection:
-        tables = set(sa.inspect(connection).get_table_names())
+        tables = table_names(connection)
         counts = [
             (phrase, int(connection.exec_driver_sql(f"SELECT count(*) FROM {table}{where}").scalar() or 0))
             for phrase, table, where in _LOST_BELOW_0019

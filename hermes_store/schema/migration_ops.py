@@ -29,6 +29,8 @@ import sqlalchemy as sa
 from alembic import op
 
 from hermes_store.db.backends import backend_for
+from hermes_store.db.profiles import qualified, store_schema
+from hermes_store.db.profiles import table_names as profile_table_names
 from hermes_store.domain.progress import ProgressFn, ignore_progress
 
 T = TypeVar("T")
@@ -44,31 +46,41 @@ def is_offline() -> bool:
     return bool(op.get_context().as_sql)
 
 
+def in_store_schema(name: str) -> str:
+    """``name`` (a table, index or function) named in the profile's schema, for a statement
+    that drops it if it exists: on a profile lacking it, the search path would find the one
+    in ``public``, another store's. As it is without a profile, and offline (whose script
+    sets the search path to the profile's schema first)."""
+    if is_offline():
+        return name
+    return qualified(op.get_bind(), name)
+
+
 def table_names() -> set[str]:
     """Names of the tables (and SQLite virtual tables) present now; empty offline."""
     if is_offline():
         return set()
-    return set(sa.inspect(op.get_bind()).get_table_names())
+    return profile_table_names(op.get_bind())
 
 
 def column_names(table: str) -> set[str]:
     """Names of the columns ``table`` has now; empty offline or if the table is missing."""
     if is_offline():
         return set()
-    inspector = sa.inspect(op.get_bind())
-    if table not in inspector.get_table_names():
+    bind = op.get_bind()
+    if table not in profile_table_names(bind):
         return set()
-    return {column["name"] for column in inspector.get_columns(table)}
+    return {column["name"] for column in sa.inspect(bind).get_columns(table, schema=store_schema(bind))}
 
 
 def index_names(table: str) -> set[str]:
     """Names of the indexes on ``table`` now; empty offline."""
     if is_offline():
         return set()
-    inspector = sa.inspect(op.get_bind())
-    if table not in inspector.get_table_names():
+    bind = op.get_bind()
+    if table not in profile_table_names(bind):
         return set()
-    return {str(index["name"]) for index in inspector.get_indexes(table)}
+    return {str(index["name"]) for index in sa.inspect(bind).get_indexes(table, schema=store_schema(bind))}
 
 
 def add_columns_if_missing(table: str, columns: Iterable[sa.Column[object]]) -> None:
@@ -306,10 +318,10 @@ def drop_index_concurrently(name: str) -> None:
     """``DROP INDEX CONCURRENTLY IF EXISTS`` (inside :func:`outside_transaction`); a
     plain ``DROP INDEX IF EXISTS`` in a fresh build's transaction."""
     if is_fresh_build():
-        op.execute(sa.text(f"DROP INDEX IF EXISTS {name}"))
+        op.execute(sa.text(f"DROP INDEX IF EXISTS {in_store_schema(name)}"))
         return
     with lifted_timeouts():
-        op.execute(sa.text(f"DROP INDEX CONCURRENTLY IF EXISTS {name}"))
+        op.execute(sa.text(f"DROP INDEX CONCURRENTLY IF EXISTS {in_store_schema(name)}"))
 
 
 def analyze(table: str) -> None:

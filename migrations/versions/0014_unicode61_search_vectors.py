@@ -39,6 +39,7 @@ from hermes_store.schema.migration_ops import (
     dialect_name,
     execute_with_lock_retry,
     forget_rewrite,
+    in_store_schema,
     outside_transaction,
     rewrite_all,
 )
@@ -94,6 +95,6 @@ def downgrade() -> None:
         execute_with_lock_retry(_previous_vector_function())
         forget_rewrite(UPGRADE_STEP)
         rewrite_all(DOWNGRADE_STEP, "messages", REWRITE)
-        execute_with_lock_retry(f"DROP FUNCTION IF EXISTS {UNICODE61_VECTOR}(text)")
-        execute_with_lock_retry(f"DROP FUNCTION IF EXISTS {UNICODE61_VECTOR}_fold(text)")
+        for function in (UNICODE61_VECTOR, f"{UNICODE61_VECTOR}_fold"):
+            execute_with_lock_retry(f"DROP FUNCTION IF EXISTS {in_store_schema(function)}(text)")
         analyze("messages")

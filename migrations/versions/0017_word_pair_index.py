@@ -38,6 +38,7 @@ from hermes_store.schema.migration_ops import (
     dialect_name,
     drop_index_concurrently,
     execute_with_lock_retry,
+    in_store_schema,
     outside_transaction,
 )
 
@@ -77,4 +78,4 @@ def downgrade() -> None:
         return
     with outside_transaction():
         drop_index_concurrently(INDEX_NAME)
-        execute_with_lock_retry("DROP FUNCTION IF EXISTS hermes_word_pairs(tsvector)")
+        execute_with_lock_retry(f"DROP FUNCTION IF EXISTS {in_store_schema('hermes_word_pairs')}(tsvector)")

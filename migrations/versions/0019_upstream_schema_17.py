@@ -63,6 +63,7 @@ from hermes_store.schema.migration_ops import (
     drop_index_concurrently,
     execute_all,
     execute_with_lock_retry,
+    in_store_schema,
     is_offline,
     outside_transaction,
     squawk_ignore,
@@ -477,7 +478,7 @@ def downgrade() -> None:
     else:
         execute_all(f"DROP INDEX IF EXISTS {name}" for name in INDEXES)
     drops = _set_hidden_messages_aside()
-    drops += [f"DROP TABLE IF EXISTS {table}" for table in NEW_TABLES]
+    drops += [f"DROP TABLE IF EXISTS {in_store_schema(table)}" for table in NEW_TABLES]
     drops.append(f"DELETE FROM state_meta WHERE key = '{TOPIC_SCHEMA_KEY}'")
     for table, columns in (("messages", MESSAGE_COLUMNS), ("sessions", SESSION_COLUMNS)):
         present = column_names(table)

@@ -81,24 +81,24 @@ def test_sqlite_offline_sql_between_two_revisions_matches_online(
     assert sqlite_schema(offline) == sqlite_schema(online)
 
 
-def pg_schema(url: str) -> dict[str, Any]:
+def pg_schema(url: str, schema: str = "public") -> dict[str, Any]:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
             columns = conn.exec_driver_sql(
                 "SELECT table_name, column_name, data_type, is_nullable, column_default "
-                "FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1, 2"
+                f"FROM information_schema.columns WHERE table_schema = '{schema}' ORDER BY 1, 2"
             ).all()
             indexes = conn.exec_driver_sql(
-                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1"
+                f"SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = '{schema}' ORDER BY 1"
             ).all()
             constraints = conn.exec_driver_sql(
                 "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
-                "WHERE connamespace = 'public'::regnamespace ORDER BY 1"
+                f"WHERE connamespace = '{schema}'::regnamespace ORDER BY 1"
             ).all()
             versions = (
-                conn.exec_driver_sql("SELECT version_num FROM alembic_version").all(),
-                conn.exec_driver_sql("SELECT version FROM schema_version").all(),
+                conn.exec_driver_sql(f"SELECT version_num FROM {schema}.alembic_version").all(),
+                conn.exec_driver_sql(f"SELECT version FROM {schema}.schema_version").all(),
             )
     finally:
         engine.dispose()
@@ -135,3 +135,21 @@ def test_postgresql_offline_sql_between_two_revisions_matches_online(pg_url: str
     migrate_to(second_pg_url, "0005")
     run_psql(second_pg_url, offline_sql(second_pg_url, "upgrade", "0005:head"))
     assert pg_schema(second_pg_url) == pg_schema(pg_url)
+
+
+def test_postgresql_offline_upgrade_of_a_profile_matches_online(pg_url: str, second_pg_url: str) -> None:
+    def profile(url: str) -> str:
+        return sa.make_url(url).update_query_dict({"profile": "work"}).render_as_string(hide_password=False)
+
+    migrate_to(profile(pg_url), "head")
+    script = offline_sql(profile(second_pg_url), "upgrade", "head")
+    assert 'CREATE SCHEMA IF NOT EXISTS "hermes_work"' in script
+    run_psql(second_pg_url, script)
+    assert pg_schema(second_pg_url, "hermes_work") == pg_schema(pg_url, "hermes_work")
+    engine = sa.create_engine(second_pg_url)
+    try:
+        with engine.connect() as conn:  # nothing was made in public
+            in_public = conn.exec_driver_sql("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'")
+            assert in_public.scalar() == 0
+    finally:
+        engine.dispose()

@@ -229,3 +229,33 @@ def test_a_declared_pooler_gets_per_transaction_settings_and_a_direct_one_none(
 def test_an_unknown_pooler_value_is_refused() -> None:
     with pytest.raises(ValueError, match="pooler must be"):
         SessionDB(url="postgresql+psycopg://nobody@127.0.0.1:1/none?pooler=session")
+
+
+def _profile_url(url: str, name: str) -> str:
+    return sa.make_url(url).update_query_dict({"profile": name}).render_as_string(hide_password=False)
+
+
+def test_profiles_keep_to_their_schemas_through_the_pooler(pg_url: str, pooled_url: str) -> None:
+    with SessionDB(url=pg_url) as default:  # a store without a profile, in public
+        default.create_session("public-one", "cli")
+    for profile, names in (("work", ["w1", "w2"]), ("home", ["h1", "h2"])):
+        # The search path is applied per transaction here; each profile's first open races.
+        results = _run_writers(_profile_url(pooled_url, profile), names, 8)
+        assert [r.stderr.strip().splitlines()[-1:] for r in results if r.returncode] == []
+    engine = sa.create_engine(pg_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+
+            def ids(schema: str) -> list[str]:
+                rows = connection.exec_driver_sql(f"SELECT id FROM {schema}.sessions ORDER BY id")
+                return [str(sid) for sid in rows.scalars()]
+
+            def messages(schema: str) -> int:
+                return int(connection.exec_driver_sql(f"SELECT count(*) FROM {schema}.messages").scalar_one())
+
+            assert (ids("public"), messages("public")) == (["public-one"], 0)
+            assert (ids("hermes_work"), messages("hermes_work")) == (["w1", "w2"], 16)
+            assert (ids("hermes_home"), messages("hermes_home")) == (["h1", "h2"], 16)
+    finally:
+        engine.dispose()
+    assert _left_on_the_server(pg_url) == {"advisory_locks": 0, "idle_in_transaction": 0}

@@ -96,8 +96,9 @@ class Backend(Protocol):
     def vacuum(self, engine: Engine) -> None:
         """Reclaim space and refresh statistics, outside any transaction."""
 
-    def storage_facts(self, scalar: Callable[[str], Any]) -> dict[str, Any]:
-        """Facts about the storage for ``hermes-store info``; ``scalar(sql)`` runs a query."""
+    def storage_facts(self, scalar: Callable[[str], Any], *, schema: str | None = None) -> dict[str, Any]:
+        """Facts about the storage for ``hermes-store info``; ``scalar(sql)`` runs a query;
+        ``schema``: the profile's schema the store is in, if any."""
 
     def after_bulk_copy(self, db: orm.Session) -> None:
         """Repair what a bulk copy with explicit ids leaves behind (sequences)."""

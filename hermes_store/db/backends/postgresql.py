@@ -131,9 +131,16 @@ class PostgreSQLBackend:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             connection.exec_driver_sql("VACUUM (ANALYZE) sessions, messages")
 
-    def storage_facts(self, scalar: Callable[[str], Any]) -> dict[str, Any]:
-        """The database's size on the server (no journal mode)."""
-        return {"journal_mode": None, "size_bytes": scalar("SELECT pg_database_size(current_database())")}
+    def storage_facts(self, scalar: Callable[[str], Any], *, schema: str | None = None) -> dict[str, Any]:
+        """The database's size on the server (no journal mode); a profile's: that of the tables
+        of its schema, with their indexes and TOAST (the database holds other profiles)."""
+        if schema is None:
+            return {"journal_mode": None, "size_bytes": scalar("SELECT pg_database_size(current_database())")}
+        size = scalar(
+            "SELECT COALESCE(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c "
+            f"WHERE c.relnamespace = '\"{schema}\"'::regnamespace AND c.relkind IN ('r', 'm')"
+        )
+        return {"journal_mode": None, "size_bytes": size}
 
     def after_bulk_copy(self, db: orm.Session) -> None:
         """Move the message id sequence past the largest id copied."""

@@ -125,7 +125,7 @@ class SQLiteBackend:
                 log.debug("WAL truncate skipped: %s", exc)
             connection.exec_driver_sql("VACUUM")
 
-    def storage_facts(self, scalar: Callable[[str], Any]) -> dict[str, Any]:
+    def storage_facts(self, scalar: Callable[[str], Any], *, schema: str | None = None) -> dict[str, Any]:
         """Journal mode, page figures and the SQLite library version (``hermes-store info``)."""
         return {
             "journal_mode": scalar("PRAGMA journal_mode"),
