@@ -147,10 +147,8 @@ def restore_fts_objects(db: Bind, missing: dict[str, list[str]]) -> list[str]:
 def cjk_index_unloadable(db: Bind) -> bool:
     """Whether the file has upstream's optional CJK index with triggers that this process
     cannot run (its tokenizer is a loadable extension this process does not have): every
-    message write would fail on them."""
-    layout = layout_of(db)
-    if not layout.cjk_index:
-        return False
+    message write would fail on them. One look at ``sqlite_master`` on a file without
+    them: it runs on every open."""
     present = {
         str(row[0])
         for row in db.execute(
