@@ -47,7 +47,6 @@ from hermes_store.db.engine import (
 from hermes_store.db.execution import Bind
 from hermes_store.db.memory import is_shared_memory, names_memory, shared_memory_url
 from hermes_store.db.profiles import PROFILE_OPTION, with_profile
-from hermes_store.db.server_errors import is_server_unreachable
 from hermes_store.domain import codec
 from hermes_store.domain.progress import ProgressFn
 from hermes_store.domain.titles import MAX_TITLE_LENGTH, sanitize_title
@@ -392,11 +391,7 @@ class SessionDB(
                 with self._uow.read_connection() as connection:
                     landed = _LANDED[operation](connection, lost.uncommitted_result)
                 break
-            except (ServerUnavailable, sa_exc.DBAPIError) as exc:
-                # Connecting while the server is down or shutting down raises the driver's
-                # error as it is; only that, or the store's own, means "not yet".
-                if isinstance(exc, sa_exc.DBAPIError) and not is_server_unreachable(exc):
-                    raise
+            except ServerUnavailable:
                 if time.monotonic() >= deadline:
                     raise lost from None
                 time.sleep(_SETTLE_POLL_S)

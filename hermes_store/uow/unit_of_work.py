@@ -544,7 +544,10 @@ class UnitOfWork:
         except IndexError:
             if self._closing:  # as in read()
                 raise StoreClosed() from None
-            connection = self._backend.prepare_read_connection(self.engine.connect())
+            try:
+                connection = self._backend.prepare_read_connection(self.engine.connect())
+            except _DRIVER_ERRORS as exc:  # a server down or shutting down, met while connecting
+                raise_translated(exc, "reading")
         try:
             transaction = connection.begin()
             if snapshot:

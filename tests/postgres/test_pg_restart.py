@@ -172,3 +172,25 @@ def test_server_restart_under_four_appending_processes_loses_nothing_acknowledge
     # shown with -s; docs/reliability.md quotes it
     print(f"restart: {len(stored)} stored, {len(failures)} ServerUnavailable, acked before {before_restart}")
     db.close()
+
+
+def test_a_read_while_the_server_is_down_is_the_stores_one_line_error(private_server: Any) -> None:
+    """A read that must connect while the server is stopped gets ``ServerUnavailable``, not
+    the driver's error (the write path's retries and the settling of a lost COMMIT rely on it)."""
+    from hermes_store import SessionDB
+    from hermes_store.errors import ServerUnavailable
+
+    db = SessionDB(url=_url(private_server))
+    try:
+        db.create_session("r", "cli")
+        db.engine.dispose()  # no pooled connection: the read must connect
+        private_server.stop()
+        try:
+            with pytest.raises(ServerUnavailable) as caught:
+                db.message_count("r")
+            assert "\n" not in str(caught.value)
+        finally:
+            private_server.start()
+        assert db.message_count("r") == 0
+    finally:
+        db.close()
